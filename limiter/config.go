@@ -1,0 +1,236 @@
+package limiter
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for the settings ConfigFromEnv reads.
+const (
+	DefaultLimit       = 3
+	DefaultWindow      = 60 * time.Second
+	DefaultBusyTimeout = 3 * time.Second
+	DefaultJournalMode = "DELETE"
+	// DefaultLocalDBPath is where the local server keeps its database.
+	DefaultLocalDBPath = "./data/ratelimit.db"
+	// PingPolicyName names the /ping policy in RateLimit-Policy headers.
+	PingPolicyName = "ping"
+	// MaxBusyTimeout keeps the lock wait well inside API Gateway's 30 s.
+	MaxBusyTimeout = 20 * time.Second
+)
+
+// Config is the service's configuration, read from the environment.
+type Config struct {
+	// Limit and Window define the /ping policy (RATE_LIMIT, WINDOW_SECONDS).
+	Limit  int64
+	Window time.Duration
+	// KeySource says where the client key comes from (CLIENT_KEY_SOURCE).
+	KeySource KeySource
+	// FailMode says what /ping answers when the store fails (FAIL_MODE).
+	FailMode FailMode
+	// AuditRetention is how long audit records are kept; zero keeps them
+	// forever (AUDIT_RETENTION).
+	AuditRetention time.Duration
+	// Store says where the counters live.
+	Store StoreConfig
+}
+
+// StoreConfig locates and tunes the SQLite store.
+type StoreConfig struct {
+	// Path is the database file (DB_PATH).
+	Path string
+	// JournalMode is the rollback-journal mode (JOURNAL_MODE): DELETE,
+	// TRUNCATE or PERSIST. WAL is accepted only by the local server: its
+	// index lives in shared memory on one host, and every Lambda execution
+	// environment is a host of its own.
+	JournalMode string
+	// BusyTimeout bounds each wait for the database lock (BUSY_TIMEOUT).
+	BusyTimeout time.Duration
+}
+
+// PingPolicy is the policy of GET /ping. Its counters are stored under the
+// client key exactly.
+func (c Config) PingPolicy() Policy {
+	return Policy{Name: PingPolicyName, Limit: c.Limit, Window: c.Window}
+}
+
+// KeySource says how a request's client key is found.
+type KeySource struct {
+	// Kind is KeyFromHeader, KeyFromSourceIP or KeyFromClaim.
+	Kind string
+	// Claim names the JWT claim when Kind is KeyFromClaim.
+	Claim string
+}
+
+// Kinds of KeySource.
+const (
+	KeyFromHeader   = "header"
+	KeyFromSourceIP = "source-ip"
+	KeyFromClaim    = "claim"
+)
+
+func (k KeySource) String() string {
+	if k.Kind == KeyFromClaim {
+		return KeyFromClaim + ":" + k.Claim
+	}
+	return k.Kind
+}
+
+// ParseKeySource reads "header", "source-ip" or "claim:NAME".
+func ParseKeySource(s string) (KeySource, error) {
+	switch {
+	case s == KeyFromHeader || s == KeyFromSourceIP:
+		return KeySource{Kind: s}, nil
+	case strings.HasPrefix(s, KeyFromClaim+":") && len(s) > len(KeyFromClaim)+1:
+		return KeySource{Kind: KeyFromClaim, Claim: s[len(KeyFromClaim)+1:]}, nil
+	}
+	return KeySource{}, fmt.Errorf("%q is not header, source-ip or claim:NAME", s)
+}
+
+// FailMode is what /ping does when the store cannot decide.
+type FailMode string
+
+// Fail modes: closed rejects with 503, open lets the request through.
+const (
+	FailClosed FailMode = "closed"
+	FailOpen   FailMode = "open"
+)
+
+// ConfigFromEnv reads the Lambda functions' configuration. DB_PATH is
+// required. Every problem is reported in one error, one line each.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	return configFromEnv(getenv, false)
+}
+
+// LocalConfigFromEnv reads the local server's configuration: as
+// ConfigFromEnv, but DB_PATH defaults to DefaultLocalDBPath and
+// JOURNAL_MODE may be WAL.
+func LocalConfigFromEnv(getenv func(string) string) (Config, error) {
+	return configFromEnv(getenv, true)
+}
+
+func configFromEnv(getenv func(string) string, local bool) (Config, error) {
+	c := Config{
+		Limit:     DefaultLimit,
+		Window:    DefaultWindow,
+		KeySource: KeySource{Kind: KeyFromHeader},
+		FailMode:  FailClosed,
+		Store: StoreConfig{
+			Path:        getenv("DB_PATH"),
+			JournalMode: DefaultJournalMode,
+			BusyTimeout: DefaultBusyTimeout,
+		},
+	}
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+
+	if c.Store.Path == "" {
+		if local {
+			c.Store.Path = DefaultLocalDBPath
+		} else {
+			bad("DB_PATH", "not set; it names the SQLite database file, e.g. /mnt/efs/ratelimit.db")
+		}
+	}
+	if v := getenv("RATE_LIMIT"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			bad("RATE_LIMIT", "%q is not a whole number of at least 1", v)
+		}
+		c.Limit = n
+	}
+	if v := getenv("WINDOW_SECONDS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > int64(MaxWindow/time.Second) {
+			bad("WINDOW_SECONDS", "%q is not a whole number of seconds from 1 to %d", v, int64(MaxWindow/time.Second))
+		}
+		c.Window = time.Duration(n) * time.Second
+	}
+	if v := getenv("CLIENT_KEY_SOURCE"); v != "" {
+		ks, err := ParseKeySource(v)
+		if err != nil {
+			bad("CLIENT_KEY_SOURCE", "%v", err)
+		}
+		c.KeySource = ks
+	}
+	if v := getenv("FAIL_MODE"); v != "" {
+		switch FailMode(v) {
+		case FailClosed, FailOpen:
+			c.FailMode = FailMode(v)
+		default:
+			bad("FAIL_MODE", "%q is not closed or open", v)
+		}
+	}
+	if v := getenv("AUDIT_RETENTION"); v != "" {
+		d, err := parseRetention(v)
+		if err != nil {
+			bad("AUDIT_RETENTION", "%v", err)
+		}
+		c.AuditRetention = d
+	}
+	if v := getenv("BUSY_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d > MaxBusyTimeout {
+			bad("BUSY_TIMEOUT", "%q is not a duration from 1ms to %v, e.g. 3s", v, MaxBusyTimeout)
+		}
+		c.Store.BusyTimeout = d
+	}
+	if v := getenv("JOURNAL_MODE"); v != "" {
+		m := strings.ToUpper(v)
+		switch {
+		case m == "DELETE" || m == "TRUNCATE" || m == "PERSIST":
+			c.Store.JournalMode = m
+		case m == "WAL" && local:
+			c.Store.JournalMode = m
+		case m == "WAL":
+			bad("JOURNAL_MODE", "WAL is unsafe on EFS (its index is shared memory on one host); only the local server accepts it")
+		default:
+			bad("JOURNAL_MODE", "%q is not DELETE, TRUNCATE or PERSIST", v)
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, &ConfigError{Problems: errs}
+	}
+	return c, nil
+}
+
+// parseRetention reads a retention as a Go duration ("720h") or whole days
+// ("30d"); "0" and "" mean keep forever.
+func parseRetention(v string) (time.Duration, error) {
+	if v == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 1 || n > 36500 {
+			return 0, fmt.Errorf("%q is not a whole number of days from 1 to 36500", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("%q is not a duration of at least 1s (e.g. 720h) or a number of days (e.g. 30d)", v)
+	}
+	return d, nil
+}
+
+// ConfigError lists every problem found in the configuration.
+type ConfigError struct {
+	Problems []error
+}
+
+func (e *ConfigError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = "  " + p.Error()
+	}
+	return "invalid configuration:\n" + strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.Is and errors.As see each problem.
+func (e *ConfigError) Unwrap() []error { return e.Problems }
+
+var _ error = (*ConfigError)(nil)

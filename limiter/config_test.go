@@ -1,0 +1,85 @@
+package limiter_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := limiter.Config{
+		Limit: 3, Window: time.Minute,
+		KeySource: limiter.KeySource{Kind: "header"},
+		FailMode:  limiter.FailClosed,
+		Store:     limiter.StoreConfig{Path: "/mnt/efs/ratelimit.db", JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
+	}
+	if c != want {
+		t.Errorf("defaults = %+v\nwant %+v", c, want)
+	}
+	if p := c.PingPolicy(); p.Name != "ping" || p.Limit != 3 || p.Window != time.Minute || p.Namespace != "" {
+		t.Errorf("ping policy = %+v", p)
+	}
+}
+
+func TestConfigReadsEverySetting(t *testing.T) {
+	c, err := limiter.ConfigFromEnv(env(map[string]string{
+		"DB_PATH": "/x.db", "RATE_LIMIT": "100", "WINDOW_SECONDS": "3600",
+		"CLIENT_KEY_SOURCE": "claim:sub", "FAIL_MODE": "open", "AUDIT_RETENTION": "30d",
+		"BUSY_TIMEOUT": "1500ms", "JOURNAL_MODE": "truncate",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limit != 100 || c.Window != time.Hour || c.KeySource != (limiter.KeySource{Kind: "claim", Claim: "sub"}) ||
+		c.FailMode != limiter.FailOpen || c.AuditRetention != 30*24*time.Hour ||
+		c.Store.BusyTimeout != 1500*time.Millisecond || c.Store.JournalMode != "TRUNCATE" {
+		t.Errorf("config = %+v", c)
+	}
+	if c, _ := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "AUDIT_RETENTION": "720h", "CLIENT_KEY_SOURCE": "source-ip"})); c.AuditRetention != 720*time.Hour || c.KeySource.Kind != "source-ip" {
+		t.Errorf("config = %+v", c)
+	}
+}
+
+func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
+	_, err := limiter.ConfigFromEnv(env(map[string]string{
+		"RATE_LIMIT": "0", "WINDOW_SECONDS": "1.5", "CLIENT_KEY_SOURCE": "x-forwarded-for",
+		"FAIL_MODE": "maybe", "AUDIT_RETENTION": "forever", "BUSY_TIMEOUT": "1h", "JOURNAL_MODE": "WAL",
+	}))
+	var ce *limiter.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a ConfigError", err)
+	}
+	msg := err.Error()
+	for _, name := range []string{"DB_PATH", "RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "JOURNAL_MODE"} {
+		if !strings.Contains(msg, name+":") {
+			t.Errorf("error does not mention %s:\n%s", name, msg)
+		}
+	}
+	if len(ce.Problems) != 8 {
+		t.Errorf("%d problems, want 8:\n%s", len(ce.Problems), msg)
+	}
+	if !strings.Contains(msg, "WAL is unsafe on EFS") {
+		t.Errorf("WAL rejection does not say why:\n%s", msg)
+	}
+}
+
+func TestLocalConfigDefaultsThePathAndAllowsWAL(t *testing.T) {
+	c, err := limiter.LocalConfigFromEnv(env(map[string]string{"JOURNAL_MODE": "wal"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Path != "./data/ratelimit.db" || c.Store.JournalMode != "WAL" {
+		t.Errorf("local config = %+v", c.Store)
+	}
+}

@@ -1,0 +1,284 @@
+// Package sqlite keeps the limiter's counters and audit records in one SQLite
+// file that many processes share, such as Lambda execution environments
+// mounting the same EFS file system.
+//
+// Every decision is one immediate write transaction: an upsert that returns
+// the new count, and the audit row when the attempt is allowed. SQLite's file
+// locks serialize those transactions across processes, so counts stay exact
+// however many processes share the file. The database is opened for a
+// network file system: a rollback journal (WAL needs shared memory on one
+// host), synchronous=FULL, and one connection per process.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Store is a limiter.Store on a SQLite file. It is safe for simultaneous use
+// by multiple goroutines; they share the process's one connection.
+//
+// The store survives faults of the file beneath it. A failed open is retried
+// on the next call, and at most once per FileCheckInterval, measured on the
+// callers' clock, a call checks that the path still names the file the store
+// has open: a database deleted or replaced under a running process is
+// reopened (and, when its directory still exists, created afresh) instead of
+// counting on in a file nobody else can see.
+type Store struct {
+	path string
+	cfg  limiter.StoreConfig
+
+	// mu guards h and checked. It is a channel so that a caller waiting for
+	// another's reopen gives up when its context ends.
+	mu      chan struct{}
+	h       *handle   // nil until opened, and after a fault that needs a reopen
+	checked time.Time // when the file's identity was last checked
+}
+
+// FileCheckInterval is how often a store checks that its path still names the
+// file it has open. Each check is one stat, a round trip on EFS.
+const FileCheckInterval = time.Second
+
+var _ limiter.Store = (*Store)(nil)
+
+// errFatal marks open failures that retrying will not fix.
+var errFatal = errors.New("cannot be used")
+
+// Open opens the database at cfg.Path, creating it and its schema when
+// missing. It fails for what retrying cannot fix: a bad option, a file that is
+// not a SQLite database or is corrupt, a schema newer than this binary, a
+// journal mode that does not take. When the file cannot be reached now (its
+// directory is missing, it is read-only, the lock is held past the busy
+// timeout) Open returns both a usable Store, which retries on each call, and
+// an error wrapping limiter.ErrUnavailable that says why; a caller at cold
+// start logs it and serves with its fail mode until the fault clears.
+func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite: no database path")
+	}
+	if cfg.JournalMode == "" {
+		cfg.JournalMode = limiter.DefaultJournalMode
+	}
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = limiter.DefaultBusyTimeout
+	}
+	path, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: database path %q: %w", cfg.Path, err)
+	}
+	s := &Store{path: path, cfg: cfg, mu: make(chan struct{}, 1)}
+	h, err := s.open(ctx)
+	if err != nil {
+		if isFatal(err) {
+			return nil, err
+		}
+		return s, fmt.Errorf("%w: %w", limiter.ErrUnavailable, err)
+	}
+	s.h = h
+	return s, nil
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. Calls after Close reopen it.
+func (s *Store) Close() error {
+	s.mu <- struct{}{}
+	defer func() { <-s.mu }()
+	if s.h == nil {
+		return nil
+	}
+	err := s.h.close()
+	s.h = nil
+	return err
+}
+
+// handle is one open database with its prepared statements.
+type handle struct {
+	db     *sql.DB
+	file   os.FileInfo // identity of the file opened, for the moved check
+	upsert *sql.Stmt
+	audit  *sql.Stmt
+	usage  *sql.Stmt
+}
+
+func (h *handle) close() error { return h.db.Close() }
+
+// dsn builds the connection string. Each pragma is here for a reason:
+//   - busy_timeout: wait this long for another process's lock before giving
+//     up with SQLITE_BUSY; the driver also gives up when the call's context
+//     ends, so a request deadline is never overrun.
+//   - journal_mode: a rollback journal works on any file system with POSIX
+//     locks, EFS included; WAL does not work across hosts.
+//   - synchronous=FULL: fsync the journal before the database is written and
+//     the database before the journal is removed, so a committed decision
+//     survives a crash of the process, the host, or the NFS client.
+//   - _txlock=immediate: BEGIN takes the write lock at once. Deferred
+//     transactions that read and then write deadlock on lock upgrade and fail
+//     with SQLITE_BUSY whatever the timeout.
+func dsn(path string, cfg limiter.StoreConfig) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode("+cfg.JournalMode+")")
+	q.Add("_pragma", "synchronous("+synchronous(cfg.JournalMode)+")")
+	q.Set("_txlock", "immediate")
+	// A file: URI passes SQLite's own parameters; the path is escaped so that
+	// '?', '#' and '%' in it stay part of the name.
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// synchronous is FULL for the rollback journal, as durability on a network
+// file system requires, and NORMAL for WAL, which is only offered for the
+// local server and is durable across process crashes at that level.
+func synchronous(journalMode string) string {
+	if strings.EqualFold(journalMode, "WAL") {
+		return "NORMAL"
+	}
+	return "FULL"
+}
+
+// open opens the database, checks that the pragmas took, migrates the schema
+// and prepares the statements the request path uses.
+func (s *Store) open(ctx context.Context) (h *handle, err error) {
+	db, err := sql.Open("sqlite", dsn(s.path, s.cfg))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	defer func() {
+		if err != nil {
+			db.Close()
+			err = fmt.Errorf("sqlite: open %s: %w", s.path, err)
+		}
+	}()
+	// One connection per process: decisions serialize on the file lock
+	// anyway, and a second connection would only contend with the first.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+
+	// Read back what was asked for: a journal mode that SQLite could not set
+	// (another process holds the file in WAL, say) must not go unnoticed.
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return nil, fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, s.cfg.JournalMode) {
+		return nil, fmt.Errorf("journal mode is %q, not %q: %w", mode, s.cfg.JournalMode, errFatal)
+	}
+	var syncLevel int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncLevel); err != nil {
+		return nil, fmt.Errorf("read synchronous: %w", err)
+	}
+	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(s.cfg.JournalMode)]; syncLevel != want {
+		return nil, fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errFatal)
+	}
+	if err := migrate(ctx, db); err != nil {
+		return nil, err
+	}
+	file, err := os.Stat(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	h = &handle{db: db, file: file}
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&h.upsert, upsertSQL},
+		{&h.audit, auditSQL},
+		{&h.usage, usageSQL},
+	} {
+		if *p.stmt, err = db.PrepareContext(ctx, p.sql); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// handle returns the open database, opening it if needed, and checks at most
+// once per FileCheckInterval that the path still names the open file.
+func (s *Store) handle(ctx context.Context, now time.Time) (*handle, error) {
+	select {
+	case s.mu <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.mu }()
+	if s.h != nil && now.Sub(s.checked) >= FileCheckInterval {
+		s.checked = now
+		if fi, err := os.Stat(s.path); err != nil || !os.SameFile(fi, s.h.file) {
+			s.h.close()
+			s.h = nil
+		}
+	}
+	if s.h == nil {
+		h, err := s.open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.h, s.checked = h, now
+	}
+	return s.h, nil
+}
+
+// fault wraps a failed call's error as limiter.ErrUnavailable and, when the
+// error says the file itself is in trouble, drops the handle so that the next
+// call reopens the database instead of reusing a broken one.
+func (s *Store) fault(h *handle, op string, err error) error {
+	if h != nil && needsReopen(err) {
+		s.mu <- struct{}{}
+		if s.h == h {
+			s.h.close()
+			s.h = nil
+		}
+		<-s.mu
+	}
+	return fmt.Errorf("%w: %s %s: %w", limiter.ErrUnavailable, op, s.path, err)
+}
+
+// code is the primary SQLite result code of err, or 0.
+func code(err error) int {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		return e.Code() & 0xff
+	}
+	return 0
+}
+
+// isFatal reports whether an open failure will recur however often it is
+// retried: the file is not a database, it is corrupt, or the schema or
+// pragmas are wrong for this binary.
+func isFatal(err error) bool {
+	if errors.Is(err, errFatal) {
+		return true
+	}
+	switch code(err) {
+	case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+		return true
+	}
+	return false
+}
+
+// needsReopen reports whether err means the open handle cannot be trusted
+// any more: the file vanished, turned read-only, failed I/O or now fails to
+// read as a database.
+func needsReopen(err error) bool {
+	switch code(err) {
+	case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR,
+		sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,486 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+	_ "modernc.org/sqlite"
+)
+
+// t0 is 2026-01-01T00:00:00Z, the start of a window of any length that
+// divides a day.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+var ping = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+
+func storeConfig(path string) limiter.StoreConfig {
+	return limiter.StoreConfig{Path: path, JournalMode: "DELETE", BusyTimeout: 5 * time.Second}
+}
+
+// mustOpen opens a store on a new file in a temporary directory.
+func mustOpen(tb testing.TB) *sqlite.Store {
+	tb.Helper()
+	return mustOpenAt(tb, filepath.Join(tb.TempDir(), "ratelimit.db"))
+}
+
+func mustOpenAt(tb testing.TB, path string) *sqlite.Store {
+	tb.Helper()
+	s, err := sqlite.Open(context.Background(), storeConfig(path))
+	if err != nil {
+		tb.Fatalf("open %s: %v", path, err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// inspect opens a second, plain connection to the store's file, as a user
+// with the sqlite3 shell would.
+func inspect(tb testing.TB, path string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+func queryInt(tb testing.TB, db *sql.DB, query string, args ...any) int64 {
+	tb.Helper()
+	var n int64
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func allow(tb testing.TB, s *sqlite.Store, p limiter.Policy, key string, now time.Time) limiter.Decision {
+	tb.Helper()
+	d, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: key, Now: now, Route: "GET /ping", RequestID: "req"})
+	if err != nil {
+		tb.Fatalf("allow %q at %v: %v", key, now, err)
+	}
+	return d
+}
+
+func TestAllowCountsEveryAttemptAndAuditsAllowedOnes(t *testing.T) {
+	s := mustOpen(t)
+	now := t0.Add(45 * time.Second)
+	for i, want := range []struct {
+		allowed   bool
+		count     int64
+		remaining int64
+	}{{true, 1, 2}, {true, 2, 1}, {true, 3, 0}, {false, 4, 0}, {false, 5, 0}} {
+		d := allow(t, s, ping, "alice", now)
+		if d.Allowed != want.allowed || d.Count != want.count || d.Remaining != want.remaining {
+			t.Errorf("attempt %d: allowed=%v count=%d remaining=%d, want %+v", i+1, d.Allowed, d.Count, d.Remaining, want)
+		}
+		if d.ResetAfter != 15*time.Second || !d.Reset.Equal(t0.Add(time.Minute)) {
+			t.Errorf("attempt %d: reset %v after %v, want %v after 15s", i+1, d.Reset, d.ResetAfter, t0.Add(time.Minute))
+		}
+	}
+
+	db := inspect(t, s.Path())
+	if got := queryInt(t, db, `SELECT count FROM rate_limit_windows WHERE key = 'alice' AND window_start = '2026-01-01T00:00:00Z'`); got != 5 {
+		t.Errorf("stored count = %d, want 5 (every attempt)", got)
+	}
+	if got := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'alice' AND window_start = '2026-01-01T00:00:00Z' AND route = 'GET /ping' AND request_id = 'req'`); got != 3 {
+		t.Errorf("audit rows = %d, want 3 (allowed attempts only)", got)
+	}
+	var calledAt string
+	db.QueryRow(`SELECT called_at FROM api_calls ORDER BY id LIMIT 1`).Scan(&calledAt)
+	if calledAt != "2026-01-01T00:00:45.000Z" {
+		t.Errorf("called_at = %q, want 2026-01-01T00:00:45.000Z", calledAt)
+	}
+}
+
+func TestWindowBoundaries(t *testing.T) {
+	s := mustOpen(t)
+	last := t0.Add(time.Minute - time.Nanosecond)
+	for range 3 {
+		allow(t, s, ping, "bob", t0) // first instant of the window
+	}
+	if d := allow(t, s, ping, "bob", last); d.Allowed || d.Count != 4 || d.ResetAfter != time.Second {
+		t.Errorf("last instant: allowed=%v count=%d resetAfter=%v, want denied, 4, 1s", d.Allowed, d.Count, d.ResetAfter)
+	}
+	next := t0.Add(time.Minute)
+	d := allow(t, s, ping, "bob", next)
+	if !d.Allowed || d.Count != 1 || !d.WindowStart.Equal(next) || d.ResetAfter != time.Minute {
+		t.Errorf("next window: allowed=%v count=%d start=%v resetAfter=%v, want allowed, 1, %v, 1m", d.Allowed, d.Count, d.WindowStart, d.ResetAfter, next)
+	}
+}
+
+func TestUsageReadsWithoutWriting(t *testing.T) {
+	s := mustOpen(t)
+	ctx := context.Background()
+	now := t0.Add(20 * time.Second)
+	u, err := s.Usage(ctx, ping, "carol", now)
+	if err != nil || u.Count != 0 || u.Remaining != 3 {
+		t.Fatalf("usage of unseen key = %+v, %v; want count 0, remaining 3", u, err)
+	}
+	allow(t, s, ping, "carol", now)
+	allow(t, s, ping, "carol", now)
+	for range 3 {
+		u, err = s.Usage(ctx, ping, "carol", now)
+	}
+	if err != nil || u.Count != 2 || u.Remaining != 1 || u.ResetAfter != 40*time.Second {
+		t.Fatalf("usage = %+v, %v; want count 2, remaining 1, reset after 40s", u, err)
+	}
+	db := inspect(t, s.Path())
+	if got := queryInt(t, db, `SELECT count FROM rate_limit_windows WHERE key = 'carol'`); got != 2 {
+		t.Errorf("stored count after reads = %d, want 2", got)
+	}
+	if got := queryInt(t, db, `SELECT count(*) FROM rate_limit_windows`); got != 1 {
+		t.Errorf("rows = %d, want 1: reading an unseen key must not create a row", got)
+	}
+	if got := queryInt(t, db, `SELECT count(*) FROM api_calls`); got != 2 {
+		t.Errorf("audit rows = %d, want 2", got)
+	}
+}
+
+func TestPoliciesSharingAStoreKeepSeparateCounters(t *testing.T) {
+	s := mustOpen(t)
+	strict := limiter.Policy{Name: "strict", Limit: 1, Window: time.Minute, Namespace: "strict"}
+	global := limiter.Policy{Name: "global", Limit: 100, Window: time.Minute, Namespace: "global"}
+	allow(t, s, ping, "dave", t0)
+	if d := allow(t, s, strict, "dave", t0); !d.Allowed || d.Count != 1 {
+		t.Errorf("strict first attempt: %+v, want allowed with count 1", d)
+	}
+	if d := allow(t, s, strict, "dave", t0); d.Allowed {
+		t.Errorf("strict second attempt allowed; want denied")
+	}
+	if d := allow(t, s, global, "dave", t0); d.Count != 1 {
+		t.Errorf("global count = %d, want 1", d.Count)
+	}
+	// A ping key that looks like a namespaced one stays its own counter.
+	if d := allow(t, s, ping, "strict\u241fdave", t0); d.Count != 1 {
+		t.Errorf("look-alike key count = %d, want 1", d.Count)
+	}
+	db := inspect(t, s.Path())
+	if got := queryInt(t, db, `SELECT count FROM rate_limit_windows WHERE key = 'dave'`); got != 1 {
+		t.Errorf("ping row for 'dave' holds %d, want 1: the ping policy stores the client key exactly", got)
+	}
+}
+
+func TestTwoHandlesOnOneFileCountExactly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	stores := []*sqlite.Store{mustOpenAt(t, path), mustOpenAt(t, path)}
+	p := limiter.Policy{Name: "ping", Limit: 50, Window: time.Hour}
+	const perStore, workers = 100, 4
+	var mu sync.Mutex
+	allowed := 0
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		for w := range workers {
+			wg.Go(func() {
+				for i := range perStore / workers {
+					d, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: "hot", Now: t0.Add(time.Duration(w*i) * time.Millisecond)})
+					if err != nil {
+						t.Errorf("allow: %v", err)
+						return
+					}
+					if d.Allowed {
+						mu.Lock()
+						allowed++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	db := inspect(t, path)
+	if allowed != 50 {
+		t.Errorf("allowed %d, want exactly the limit 50", allowed)
+	}
+	if got := queryInt(t, db, `SELECT count FROM rate_limit_windows WHERE key = 'hot'`); got != 2*perStore {
+		t.Errorf("stored count %d, want every attempt, %d", got, 2*perStore)
+	}
+	if got := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'hot'`); got != 50 {
+		t.Errorf("audit rows %d, want 50", got)
+	}
+}
+
+func TestPruneHonoursEachRowsWindow(t *testing.T) {
+	s := mustOpen(t)
+	second := limiter.Policy{Name: "burst", Limit: 10, Window: time.Second, Namespace: "burst"}
+	month := limiter.Policy{Name: "quota", Limit: 10, Window: limiter.MaxWindow, Namespace: "quota"}
+	allow(t, s, ping, "old", t0)                            // window [t0, t0+60s)
+	allow(t, s, ping, "previous", t0.Add(time.Minute))      // the window before now's
+	allow(t, s, ping, "current", t0.Add(2*time.Minute))     // now's window
+	allow(t, s, second, "burst-old", t0.Add(2*time.Minute)) // 1s window, long gone by now
+	allow(t, s, month, "quota", t0.Add(-24*time.Hour))      // 30-day window, live
+	now := t0.Add(2*time.Minute + 30*time.Second)
+
+	got, err := s.Prune(context.Background(), now, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Windows != 2 || got.Audit != 0 {
+		t.Errorf("pruned %+v, want 2 windows and no audit rows", got)
+	}
+	db := inspect(t, s.Path())
+	rows, _ := db.Query(`SELECT key FROM rate_limit_windows ORDER BY key`)
+	var keys []string
+	for rows.Next() {
+		var k string
+		rows.Scan(&k)
+		keys = append(keys, strings.ReplaceAll(k, "\x1f", "|"))
+	}
+	if want := "current,previous,quota|quota"; strings.Join(keys, ",") != want {
+		t.Errorf("kept %v, want %s", keys, want)
+	}
+	if got := queryInt(t, db, `SELECT count(*) FROM api_calls`); got != 5 {
+		t.Errorf("audit rows %d, want all 5 kept when no audit cutoff is given", got)
+	}
+}
+
+func TestPruneDeletesLargeBacklogsInBatches(t *testing.T) {
+	s := mustOpen(t)
+	db := inspect(t, s.Path())
+	// 2,500 expired windows and 2,500 audit rows, interleaved in key order
+	// with 500 live ones, written directly for speed.
+	tx, _ := db.Begin()
+	for i := range 3000 {
+		start := "2026-01-01T00:00:00Z" // expired at now
+		if i%6 == 0 {
+			start = "2026-01-01T01:00:00Z" // live at now
+		}
+		if _, err := tx.Exec(`INSERT INTO rate_limit_windows VALUES (printf('k%05d', ?1), ?2, 1, 60)`, i, start); err != nil {
+			t.Fatal(err)
+		}
+		calledAt := "2026-01-01T00:00:00.000Z"
+		if i >= 2500 {
+			calledAt = "2026-01-01T01:00:00.000Z"
+		}
+		if _, err := tx.Exec(`INSERT INTO api_calls (key, window_start, called_at, route, request_id) VALUES ('k', ?1, ?2, 'GET /ping', 'r')`, start, calledAt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour + 30*time.Second)
+	got, err := s.Prune(context.Background(), now, t0.Add(30*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Windows != 2500 || got.Audit != 2500 {
+		t.Errorf("pruned %+v, want 2500 windows and 2500 audit rows", got)
+	}
+	if n := queryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE window_start = '2026-01-01T01:00:00Z'`); n != 500 {
+		t.Errorf("live windows left = %d, want 500", n)
+	}
+	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE called_at >= '2026-01-01T00:30:00.000Z'`); n != 500 {
+		t.Errorf("young audit rows left = %d, want 500", n)
+	}
+	if n := queryInt(t, db, `SELECT count(*) FROM api_calls`); n != 500 {
+		t.Errorf("audit rows left = %d, want 500", n)
+	}
+}
+
+func TestPruneAuditKeepsYoungRowsOutOfOrder(t *testing.T) {
+	s := mustOpen(t)
+	// Two hosts whose clocks differ: a young row committed before an old one.
+	for _, at := range []time.Duration{-2 * time.Hour, time.Minute, -time.Hour} {
+		allow(t, s, ping, "k", t0.Add(at))
+	}
+	got, err := s.Prune(context.Background(), t0.Add(2*time.Minute), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Audit != 1 {
+		t.Errorf("pruned %d audit rows, want 1: only the prefix before the first young row", got.Audit)
+	}
+	db := inspect(t, s.Path())
+	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE called_at >= '2026-01-01T00:00:00.000Z'`); n != 1 {
+		t.Errorf("young rows left = %d, want 1", n)
+	}
+}
+
+func TestMigrationsAreVersionedAndSurviveRacingColdStarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "race.db")
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			s, err := sqlite.Open(context.Background(), storeConfig(path))
+			if err == nil {
+				_, err = s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+				s.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("racing open: %v", err)
+		}
+	}
+	db := inspect(t, path)
+	if v := queryInt(t, db, `PRAGMA user_version`); v != int64(sqlite.SchemaVersion()) {
+		t.Errorf("user_version = %d, want %d", v, sqlite.SchemaVersion())
+	}
+	if n := queryInt(t, db, `SELECT count FROM rate_limit_windows`); n != 8 {
+		t.Errorf("count = %d, want 8", n)
+	}
+	// The note's redundant index is not created; the counter table is its
+	// own primary-key b-tree.
+	if n := queryInt(t, db, `SELECT count(*) FROM sqlite_schema WHERE type = 'index'`); n != 0 {
+		t.Errorf("%d indexes, want none", n)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "newer.db")
+	mustOpenAt(t, path).Close()
+	inspect(t, path).Exec(`PRAGMA user_version = 99`)
+	_, err := sqlite.Open(context.Background(), storeConfig(path))
+	if err == nil || !strings.Contains(err.Error(), "newer than this binary") || errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("open of a newer schema: %v; want a fatal error saying so", err)
+	}
+}
+
+func TestOpenNeverRunsInWALLeftByAnotherProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wal.db")
+	// Another process keeps the file open in WAL mode, so SQLite cannot
+	// switch it to the rollback journal: Open must say so, not carry on in
+	// WAL, and succeed in the mode asked for once the file is free.
+	other, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.SetMaxOpenConns(1)
+	if _, err := other.Exec(`PRAGMA journal_mode = WAL; CREATE TABLE t (x)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = sqlite.Open(context.Background(), storeConfig(path)); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("open while another process holds WAL = %v; want ErrUnavailable", err)
+	}
+	other.Close()
+	s := mustOpenAt(t, path)
+	allow(t, s, ping, "k", t0)
+	if mode := queryString(t, inspect(t, path), `PRAGMA journal_mode`); mode != "delete" {
+		t.Errorf("journal mode after open = %q, want delete", mode)
+	}
+}
+
+func queryString(tb testing.TB, db *sql.DB, query string) string {
+	tb.Helper()
+	var s string
+	if err := db.QueryRow(query).Scan(&s); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return s
+}
+
+func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "garbage.db")
+	if err := os.WriteFile(path, []byte(strings.Repeat("not a database ", 400)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(context.Background(), storeConfig(path))
+	if s != nil || err == nil || !strings.Contains(err.Error(), path) || errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("open of garbage = %v, %v; want no store and a fatal error naming %s", s, err, path)
+	}
+}
+
+func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mnt")
+	path := filepath.Join(dir, "ratelimit.db")
+	s, err := sqlite.Open(context.Background(), storeConfig(path))
+	if s == nil || !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("open with missing directory = %v, %v; want a store and ErrUnavailable", s, err)
+	}
+	defer s.Close()
+	_, err = s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("allow = %v; want ErrUnavailable naming the path", err)
+	}
+	os.Mkdir(dir, 0o755)
+	if d := allow(t, s, ping, "k", t0); !d.Allowed || d.Count != 1 {
+		t.Fatalf("after the directory returned: %+v, want allowed with count 1", d)
+	}
+}
+
+func TestDeletedFileIsReopened(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ratelimit.db")
+	s := mustOpenAt(t, path)
+	allow(t, s, ping, "k", t0)
+	allow(t, s, ping, "k", t0)
+	os.Remove(path)
+	// Within FileCheckInterval the store does not look; after it, it reopens
+	// a fresh file instead of counting on in the unlinked one.
+	d := allow(t, s, ping, "k", t0.Add(sqlite.FileCheckInterval))
+	if d.Count != 1 {
+		t.Errorf("count after the file was deleted = %d, want 1 in a new file", d.Count)
+	}
+	if n := queryInt(t, inspect(t, path), `SELECT count FROM rate_limit_windows`); n != 1 {
+		t.Errorf("new file holds count %d, want 1", n)
+	}
+}
+
+func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locked.db")
+	cfg := storeConfig(path)
+	cfg.BusyTimeout = 50 * time.Millisecond
+	s, err := sqlite.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other := inspect(t, path)
+	conn, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("allow while locked = %v; want ErrUnavailable (database is locked)", err)
+	}
+	conn.ExecContext(context.Background(), `ROLLBACK`)
+	conn.Close()
+	if d := allow(t, s, ping, "k", t0); d.Count != 1 {
+		t.Fatalf("after the lock was released: count %d, want 1 (the failed attempt left nothing)", d.Count)
+	}
+}
+
+func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locked.db")
+	cfg := storeConfig(path)
+	cfg.BusyTimeout = limiter.MaxBusyTimeout
+	s, err := sqlite.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, _ := inspect(t, path).Conn(context.Background())
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Allow(ctx, limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+	// The busy timeout is 20 s; returning at all before it shows the
+	// deadline, not the timeout, ended the wait.
+	if !errors.Is(err, limiter.ErrUnavailable) || time.Since(start) >= limiter.MaxBusyTimeout/2 {
+		t.Fatalf("allow = %v after %v; want ErrUnavailable once the 100ms deadline passed", err, time.Since(start))
+	}
+	conn.ExecContext(context.Background(), `ROLLBACK`)
+}

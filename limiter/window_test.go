@@ -1,0 +1,89 @@
+package limiter_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+func TestWindowStart(t *testing.T) {
+	// 1751328045 is 2025-07-01T00:00:45Z (the design note's example, whose
+	// date it misprints as 2026-01-01).
+	tests := []struct {
+		name   string
+		t      time.Time
+		window time.Duration
+		want   string
+	}{
+		{"note's example", time.Unix(1751328045, 0), time.Minute, "2025-07-01T00:00:00Z"},
+		{"first instant", time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC), time.Minute, "2026-01-01T00:01:00Z"},
+		{"last instant", time.Date(2026, 1, 1, 0, 1, 59, 999999999, time.UTC), time.Minute, "2026-01-01T00:01:00Z"},
+		{"next window", time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC), time.Minute, "2026-01-01T00:02:00Z"},
+		{"local zone is ignored", time.Date(2026, 1, 1, 3, 0, 30, 0, time.FixedZone("X", 3*3600+1800)), time.Hour, "2025-12-31T23:00:00Z"},
+		{"window not dividing a day", time.Unix(100, 0), 7 * time.Second, "1970-01-01T00:01:38Z"},
+		{"one-second window", time.Unix(1767225600, 999999999), time.Second, "2026-01-01T00:00:00Z"},
+		{"30-day window", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 30 * 24 * time.Hour, "2025-12-08T00:00:00Z"},
+		{"before 1970 floors", time.Unix(-1, 0), time.Minute, "1969-12-31T23:59:00Z"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := limiter.FormatWindow(limiter.WindowStart(tt.t, tt.window)); got != tt.want {
+				t.Errorf("WindowStart(%v, %v) = %s, want %s", tt.t, tt.window, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideAndRetryAfter(t *testing.T) {
+	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		at         time.Duration
+		count      int64
+		allowed    bool
+		remaining  int64
+		resetAfter time.Duration
+	}{
+		{"first instant waits the whole window", 0, 1, true, 2, 60 * time.Second},
+		{"fraction of a second rounds up", 18*time.Second + time.Millisecond, 2, true, 1, 42 * time.Second},
+		{"at the limit", 30 * time.Second, 3, true, 0, 30 * time.Second},
+		{"over the limit", 30 * time.Second, 4, false, 0, 30 * time.Second},
+		{"last instant waits one second", time.Minute - time.Nanosecond, 9, false, 0, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := p.Decide("k", start.Add(tt.at), tt.count)
+			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.RetryAfter() != tt.resetAfter {
+				t.Errorf("Decide at +%v with count %d = allowed %v remaining %d retry after %v; want %v %d %v",
+					tt.at, tt.count, d.Allowed, d.Remaining, d.RetryAfter(), tt.allowed, tt.remaining, tt.resetAfter)
+			}
+			if !d.Reset.Equal(start.Add(time.Minute)) {
+				t.Errorf("reset = %v, want %v", d.Reset, start.Add(time.Minute))
+			}
+		})
+	}
+}
+
+func TestPolicyValidateAndStoreKey(t *testing.T) {
+	if err := (limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}).Validate(); err != nil {
+		t.Errorf("valid policy: %v", err)
+	}
+	for _, p := range []limiter.Policy{
+		{Limit: 3, Window: time.Minute},
+		{Name: "p", Limit: 0, Window: time.Minute},
+		{Name: "p", Limit: 1, Window: 1500 * time.Millisecond},
+		{Name: "p", Limit: 1, Window: limiter.MaxWindow + time.Second},
+	} {
+		if p.Validate() == nil {
+			t.Errorf("%+v validated; want an error", p)
+		}
+	}
+	if got := (limiter.Policy{}).StoreKey("k"); got != "k" {
+		t.Errorf("StoreKey without namespace = %q, want the key exactly", got)
+	}
+	if got := (limiter.Policy{Namespace: "strict"}).StoreKey("k"); got != "strict\x1fk" {
+		t.Errorf("StoreKey with namespace = %q", got)
+	}
+}
