@@ -35,6 +35,16 @@ type Attempt struct {
 	RequestID string
 }
 
+// AuditBefore is the audit cutoff at now for a retention: audit records made
+// before it may be deleted. Zero retention keeps them forever and gives the
+// zero time, which Prune reads as "keep".
+func AuditBefore(now time.Time, retention time.Duration) time.Time {
+	if retention <= 0 {
+		return time.Time{}
+	}
+	return now.Add(-retention)
+}
+
 // Pruned reports what a Prune deleted.
 type Pruned struct {
 	Windows int64 `json:"windows_deleted"`

@@ -1,0 +1,117 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestLocalServerEndToEnd builds and runs the README's first command as a
+// new user would, with only the address and database moved into a temporary
+// directory, then curls it.
+func TestLocalServerEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "local-api")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin)
+	// DB_PATH is left unset: the default ./data/ratelimit.db is created
+	// relative to the working directory.
+	cmd.Dir = dir
+	// The window is 30 days so that the four requests, which read the real
+	// clock, all but surely fall in one window.
+	cmd.Env = append(os.Environ(), "ADDR="+addr, "DB_PATH=", "PRUNE_INTERVAL=50ms", "WINDOW_SECONDS=2592000", "RATE_LIMIT=")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	waitFor(t, lines, `"msg":"listening"`)
+
+	base := "http://" + addr
+	for i, want := range []int{200, 200, 200, 429} {
+		req, _ := http.NewRequest("GET", base+"/ping", nil)
+		req.Header.Set("X-Client-Key", "alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("ping %d: %d %s, want %d", i+1, resp.StatusCode, body, want)
+		}
+		if resp.Header.Get("RateLimit-Policy") != `"ping";q=3;w=2592000` || resp.Header.Get("RateLimit") == "" {
+			t.Errorf("ping %d: rate limit headers missing: %v", i+1, resp.Header)
+		}
+		if want == 429 && (resp.Header.Get("Retry-After") == "" || resp.Header.Get("Content-Type") != "application/problem+json") {
+			t.Errorf("429 without Retry-After or problem+json: %v", resp.Header)
+		}
+	}
+	resp, err := http.Get(base + "/status?key=alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status map[string]any
+	json.NewDecoder(resp.Body).Decode(&status)
+	resp.Body.Close()
+	if status["count"] != float64(4) || status["remaining"] != float64(0) {
+		t.Errorf("status = %v, want count 4, remaining 0", status)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "ratelimit.db")); err != nil {
+		t.Errorf("default database not created: %v", err)
+	}
+	waitFor(t, lines, `"msg":"prune"`)
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, lines, `"msg":"shutting down"`)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGTERM: %v, want a clean exit", err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, lines <-chan string, substr string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("server exited before logging %s", substr)
+			}
+			if strings.Contains(line, substr) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line with %s", substr)
+		}
+	}
+}

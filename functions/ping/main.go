@@ -1,0 +1,40 @@
+// Command ping is the Lambda function behind GET /ping: it counts the
+// caller's attempt and answers 200, or 429 once the key is over its limit.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+func main() {
+	log := awslambda.Logger()
+	cfg, err := limiter.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		awslambda.Fatal(log, "configuration", err)
+	}
+	store, err := sqlite.Open(context.Background(), cfg.Store)
+	if store == nil {
+		awslambda.Fatal(log, "open store", err)
+	}
+	if err != nil {
+		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
+	}
+	api := httpapi.New(httpapi.Options{
+		Store:     store,
+		Policy:    cfg.PingPolicy(),
+		KeySource: cfg.KeySource,
+		FailMode:  cfg.FailMode,
+		Routes:    []string{httpapi.RoutePing},
+		Caller:    awslambda.Caller,
+		Logger:    log,
+	})
+	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(func() { store.Close() }))
+}

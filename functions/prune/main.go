@@ -1,0 +1,32 @@
+// Command prune is the scheduled Lambda function that deletes expired
+// counter windows and, with AUDIT_RETENTION set, old audit rows.
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+func main() {
+	log := awslambda.Logger()
+	cfg, err := limiter.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		awslambda.Fatal(log, "configuration", err)
+	}
+	store, err := sqlite.Open(context.Background(), cfg.Store)
+	if store == nil {
+		awslambda.Fatal(log, "open store", err)
+	}
+	if err != nil {
+		log.Warn("store not ready; the next run retries", "error", err.Error())
+	}
+	handler := awslambda.Prune(store, cfg.AuditRetention, time.Now, log)
+	lambda.StartWithOptions(handler, lambda.WithEnableSIGTERM(func() { store.Close() }))
+}

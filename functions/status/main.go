@@ -1,0 +1,40 @@
+// Command status is the Lambda function behind GET /status?key=: it reads a
+// key's counter for the current window and never counts anything.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+func main() {
+	log := awslambda.Logger()
+	cfg, err := limiter.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		awslambda.Fatal(log, "configuration", err)
+	}
+	store, err := sqlite.Open(context.Background(), cfg.Store)
+	if store == nil {
+		awslambda.Fatal(log, "open store", err)
+	}
+	if err != nil {
+		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
+	}
+	api := httpapi.New(httpapi.Options{
+		Store:     store,
+		Policy:    cfg.PingPolicy(),
+		KeySource: cfg.KeySource,
+		FailMode:  cfg.FailMode,
+		Routes:    []string{httpapi.RouteStatus},
+		Caller:    awslambda.Caller,
+		Logger:    log,
+	})
+	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(func() { store.Close() }))
+}

@@ -1,0 +1,110 @@
+// Package awslambda runs the limiter on AWS Lambda: it adapts the HTTP API
+// to API Gateway HTTP API events (payload format 2.0) through
+// aws-lambda-go-api-proxy, tells the API what API Gateway knows about each
+// request, and handles the scheduled prune event.
+package awslambda
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/ft251/ratelimit/limiter/httpapi"
+)
+
+// HTTPHandler is the Lambda handler of an HTTP API function.
+type HTTPHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// HTTP adapts h to API Gateway HTTP API events. It hands each event to the
+// proxy's ProxyWithContext, which puts API Gateway's request context and the
+// Lambda context on the request's context, where Caller reads them. (The
+// proxy's Proxy method carries them in a request header instead, which a
+// client can forge.) The event's raw headers ride along too, because the
+// proxy splits header values on commas.
+//
+// An event the proxy cannot turn into a request (a body that is not valid
+// base64, say) is answered with a 400 problem rather than an invocation
+// error, so API Gateway relays a clear answer instead of a bare 500.
+func HTTP(h http.Handler) HTTPHandler {
+	adapter := httpadapter.NewV2(h)
+	return func(ctx context.Context, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		ctx = context.WithValue(ctx, rawHeadersKey{}, lowerKeys(e.Headers))
+		resp, err := adapter.ProxyWithContext(ctx, e)
+		if err != nil {
+			slog.Warn("malformed event", "error", err.Error())
+			return badEvent(e), nil
+		}
+		return resp, nil
+	}
+}
+
+type rawHeadersKey struct{}
+
+func lowerKeys(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+// badEvent is the 400 problem for an event that is not an HTTP request.
+func badEvent(e events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	body, _ := json.Marshal(httpapi.Problem{
+		Type:     httpapi.TypeBlank,
+		Title:    http.StatusText(http.StatusBadRequest),
+		Status:   http.StatusBadRequest,
+		Detail:   "The request could not be read.",
+		Instance: e.RawPath,
+	})
+	return events.APIGatewayV2HTTPResponse{
+		StatusCode: http.StatusBadRequest,
+		Headers:    map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"},
+		Body:       string(body),
+	}
+}
+
+// Caller tells the API what API Gateway and Lambda know about r: the source
+// IP, the request id, JWT claims, the invocation id and the raw headers.
+func Caller(r *http.Request) httpapi.Caller {
+	ctx := r.Context()
+	c := httpapi.Caller{SourceIP: r.RemoteAddr}
+	if gw, ok := core.GetAPIGatewayV2ContextFromContext(ctx); ok {
+		// sam local generate-event writes the source IP as a CIDR
+		// (192.168.0.1/32); API Gateway writes the bare address.
+		c.SourceIP, _, _ = strings.Cut(gw.HTTP.SourceIP, "/")
+		c.RequestID = gw.RequestID
+		if gw.Authorizer != nil && gw.Authorizer.JWT != nil {
+			c.Claims = gw.Authorizer.JWT.Claims
+		}
+	}
+	if lc, ok := core.GetRuntimeContextFromContextV2(ctx); ok && lc != nil {
+		c.LambdaRequestID = lc.AwsRequestID
+	}
+	if h, ok := ctx.Value(rawHeadersKey{}).(map[string]string); ok {
+		c.Headers = h
+	}
+	return c
+}
+
+// Logger returns the JSON logger the functions write to: one object per
+// line on stdout, which CloudWatch Logs parses.
+func Logger() *slog.Logger {
+	l := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	slog.SetDefault(l)
+	return l
+}
+
+// Fatal logs why the function cannot start and exits; Lambda reports the
+// init error and retries on the next invocation.
+func Fatal(log *slog.Logger, msg string, err error) {
+	log.Error(msg, "error", err.Error())
+	os.Exit(1)
+}

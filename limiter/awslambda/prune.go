@@ -1,0 +1,54 @@
+package awslambda
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// PruneResult is what the prune function returns and logs.
+type PruneResult struct {
+	limiter.Pruned
+	// Now is the instant pruned against; AuditBefore the audit cutoff, empty
+	// when audit rows are kept forever.
+	Now         string `json:"now"`
+	AuditBefore string `json:"audit_before,omitempty"`
+}
+
+// PruneHandler is the Lambda handler of the scheduled prune function.
+type PruneHandler func(context.Context, events.EventBridgeEvent) (PruneResult, error)
+
+// Prune handles the EventBridge scheduled event: it deletes the windows that
+// ended more than one window length before the event's time, and audit rows
+// older than retention (none when retention is zero).
+//
+// The event's time is used so that a delayed or retried invocation prunes as
+// of its schedule, but never later than now(): a hand-made event from the
+// future must not delete live windows. A zero or 1970 time, which `sam local
+// generate-event` writes, means now().
+func Prune(store limiter.Store, retention time.Duration, now func() time.Time, log *slog.Logger) PruneHandler {
+	return func(ctx context.Context, e events.EventBridgeEvent) (PruneResult, error) {
+		clock := now()
+		at := e.Time
+		if at.Unix() <= 0 || at.After(clock) {
+			at = clock
+		}
+		auditBefore := limiter.AuditBefore(at, retention)
+		pruned, err := store.Prune(ctx, at, auditBefore)
+		res := PruneResult{Pruned: pruned, Now: at.UTC().Format(time.RFC3339)}
+		if !auditBefore.IsZero() {
+			res.AuditBefore = auditBefore.UTC().Format(time.RFC3339)
+		}
+		attrs := []any{"windows_deleted", pruned.Windows, "audit_deleted", pruned.Audit, "now", res.Now, "audit_before", res.AuditBefore}
+		if err != nil {
+			log.Error("prune", append(attrs, "error", err.Error())...)
+			return res, err
+		}
+		log.Info("prune", attrs...)
+		return res, nil
+	}
+}

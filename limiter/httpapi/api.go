@@ -1,0 +1,166 @@
+// Package httpapi is the HTTP contract of the rate limiter: GET /ping, limited
+// per client key, and GET /status, which reads a key's counter. The same
+// handler serves the Lambda functions (through the API Gateway proxy, see
+// limiter/awslambda) and the local server, so both answer alike.
+//
+// Every error is answered with RFC 9457 Problem Details, written in one place
+// (writeError); no request path panics or leaks internals, and a panic that
+// escapes a bug anyway is recovered into a 500 problem.
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Routes served by the API.
+const (
+	RoutePing   = "/ping"
+	RouteStatus = "/status"
+)
+
+// Options configure an API.
+type Options struct {
+	Store  limiter.Store
+	Policy limiter.Policy
+	// KeySource says where /ping finds the client key.
+	KeySource limiter.KeySource
+	// FailMode says what /ping answers when the store fails.
+	FailMode limiter.FailMode
+	// Routes lists the routes to serve (RoutePing, RouteStatus); others
+	// answer 404. Empty means all.
+	Routes []string
+	// Now reads the clock, once per request. Defaults to time.Now.
+	Now func() time.Time
+	// Caller tells what the platform knows about a request. Defaults to
+	// what a direct TCP connection tells.
+	Caller func(*http.Request) Caller
+	// Logger receives one line per request. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// API serves the rate-limited routes.
+type API struct {
+	opts   Options
+	routes map[string]func(*request) error
+}
+
+// New returns the API described by opts.
+func New(opts Options) *API {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Caller == nil {
+		opts.Caller = localCaller
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if len(opts.Routes) == 0 {
+		opts.Routes = []string{RoutePing, RouteStatus}
+	}
+	a := &API{opts: opts, routes: map[string]func(*request) error{}}
+	for _, route := range opts.Routes {
+		switch route {
+		case RoutePing:
+			a.routes[route] = a.ping
+		case RouteStatus:
+			a.routes[route] = a.status
+		}
+	}
+	return a
+}
+
+// request is one request in flight, with what its log line reports.
+type request struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	caller Caller
+	now    time.Time
+	status int
+
+	key      string
+	decision string // allowed, rejected, read, degraded, or empty
+	count    int64
+	err      error // the store's error, logged but never sent
+}
+
+// ServeHTTP routes the request, answers errors with Problem Details, and
+// logs one line.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	req := &request{w: w, r: r, caller: a.opts.Caller(r), now: a.opts.Now()}
+	if req.caller.RequestID == "" {
+		req.caller.RequestID = newRequestID()
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			a.opts.Logger.Error("panic", "panic", v, "stack", string(debug.Stack()))
+			req.fail(nil)
+		}
+		a.log(req, time.Since(start))
+	}()
+
+	handle, ok := a.routes[r.URL.Path]
+	var err error
+	switch {
+	case !ok:
+		err = problem(http.StatusNotFound, TypeBlank, "No route for "+r.URL.Path+".")
+	case r.Method != http.MethodGet:
+		p := problem(http.StatusMethodNotAllowed, TypeBlank, r.URL.Path+" accepts GET only.")
+		p.header.Set("Allow", http.MethodGet)
+		err = p
+	default:
+		err = handle(req)
+	}
+	if err != nil {
+		req.fail(err)
+	}
+}
+
+// fail answers with the problem err describes.
+func (req *request) fail(err error) {
+	req.status = writeError(req.w, req.r, err)
+}
+
+// ok answers 200 with v as JSON.
+func (req *request) ok(v any) error {
+	req.status = http.StatusOK
+	writeJSON(req.w, "application/json", http.StatusOK, v)
+	return nil
+}
+
+func (a *API) log(req *request, latency time.Duration) {
+	attrs := []slog.Attr{
+		slog.String("method", req.r.Method),
+		slog.String("path", req.r.URL.Path),
+		slog.Int("status", req.status),
+		slog.String("key", req.key),
+		slog.String("decision", req.decision),
+		slog.Int64("count", req.count),
+		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
+		slog.String("request_id", req.caller.RequestID),
+	}
+	if req.caller.LambdaRequestID != "" {
+		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))
+	}
+	level := slog.LevelInfo
+	if req.err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error", req.err.Error()))
+	}
+	a.opts.Logger.LogAttrs(req.r.Context(), level, "request", attrs...)
+}
+
+// newRequestID makes an id for requests that arrive without one.
+func newRequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// ClientKeyHeader is the header the "header" key source reads.
+const ClientKeyHeader = "X-Client-Key"
+
+// FallbackKey is the key of requests without X-Client-Key under the
+// "header" source, as in the design note: they all share one counter.
+const FallbackKey = "127.0.0.1"
+
+// Caller is what the platform in front of the handler knows about a request.
+// The local server knows only the connection; behind API Gateway the Lambda
+// adapter fills in the rest from the event (limiter/awslambda).
+type Caller struct {
+	// SourceIP is the client's address as the platform saw it: API
+	// Gateway's requestContext.http.sourceIp, or the TCP peer locally.
+	// Never X-Forwarded-For, which any client can write.
+	SourceIP string
+	// Claims are the JWT authorizer's claims, if any.
+	Claims map[string]string
+	// RequestID identifies the request to the platform (API Gateway's
+	// requestContext.requestId); it is what the audit row records.
+	RequestID string
+	// LambdaRequestID is the invocation's id, for logs.
+	LambdaRequestID string
+	// Headers, when not nil, are the request headers exactly as the client
+	// sent them, names in lower case. API Gateway passes duplicate headers
+	// joined with commas, and the proxy then splits every header value on
+	// commas; reading the raw value keeps a key with a comma one key.
+	Headers map[string]string
+}
+
+// localCaller is the Caller of a request served directly over TCP.
+func localCaller(r *http.Request) Caller {
+	ip := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(ip); err == nil {
+		ip = host
+	}
+	return Caller{SourceIP: ip}
+}
+
+// header returns the named request header as one string: the raw value when
+// the platform kept it, else every value joined with commas, which is what
+// API Gateway does with duplicates.
+func (c Caller) header(r *http.Request, name string) string {
+	if c.Headers != nil {
+		return c.Headers[strings.ToLower(name)]
+	}
+	return strings.Join(r.Header.Values(name), ",")
+}
+
+// clientKey finds the request's client key according to src and validates it.
+func clientKey(r *http.Request, c Caller, src limiter.KeySource) (string, error) {
+	var key string
+	switch src.Kind {
+	case limiter.KeyFromSourceIP:
+		key = c.SourceIP
+		if key == "" {
+			return "", problem(http.StatusBadRequest, TypeInvalidKey, "The request carries no source IP to limit by.")
+		}
+	case limiter.KeyFromClaim:
+		key = c.Claims[src.Claim]
+		if key == "" {
+			p := problem(http.StatusUnauthorized, TypeUnauthenticated,
+				"The request carries no '"+src.Claim+"' claim from an authorizer.")
+			p.header.Set("WWW-Authenticate", "Bearer")
+			return "", p
+		}
+	default:
+		key = c.header(r, ClientKeyHeader)
+		if key == "" {
+			key = FallbackKey
+		}
+	}
+	if err := limiter.ValidKey(key); err != nil {
+		return "", invalidKey(err)
+	}
+	return key, nil
+}
+
+// invalidKey is the 400 answer to a key that limiter.ValidKey rejected.
+func invalidKey(err error) *Problem {
+	why := strings.TrimPrefix(err.Error(), limiter.ErrInvalidKey.Error()+": ")
+	return problem(http.StatusBadRequest, TypeInvalidKey,
+		"The client key is not acceptable: "+why+". Keys are 1 to 256 bytes of UTF-8 without control characters.")
+}

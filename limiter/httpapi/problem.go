@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Problem types this API answers with. A type names the kind of problem
+// for clients to switch on; the HTTP-level ones use about:blank, whose title
+// is the status text (RFC 9457, section 4.2.1).
+const (
+	TypeRateLimited      = "urn:ratelimit:problem:rate-limit-exceeded"
+	TypeStoreUnavailable = "urn:ratelimit:problem:store-unavailable"
+	TypeInvalidKey       = "urn:ratelimit:problem:invalid-client-key"
+	TypeInvalidQuery     = "urn:ratelimit:problem:invalid-query"
+	TypeUnauthenticated  = "urn:ratelimit:problem:unauthenticated"
+	TypeBlank            = "about:blank"
+)
+
+// Problem is an RFC 9457 Problem Details object.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// header holds response headers that belong to the problem, such as
+	// Retry-After or Allow.
+	header http.Header
+}
+
+// Error makes a Problem an error, so handlers can return it.
+func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+func problem(status int, typ, detail string) *Problem {
+	title := http.StatusText(status)
+	return &Problem{Type: typ, Title: title, Status: status, Detail: detail, header: http.Header{}}
+}
+
+// rateLimited is the 429 answer to a denied decision, with the design note's
+// message.
+func rateLimited(d limiter.Decision) *Problem {
+	p := problem(http.StatusTooManyRequests, TypeRateLimited,
+		"Rate limit of "+strconv.FormatInt(d.Policy.Limit, 10)+" requests per "+
+			strconv.FormatInt(d.Policy.WindowSeconds(), 10)+"s exceeded for key '"+d.Key+"'.")
+	p.header.Set("Retry-After", seconds(d.RetryAfter()))
+	return p
+}
+
+// StoreRetryAfter is the Retry-After of a 503 when the store fails, capped at
+// the window length: long enough for a held lock or a remount to clear,
+// short enough that clients do not give up on a brief fault.
+const StoreRetryAfter = 5 * time.Second
+
+func storeUnavailable(window time.Duration) *Problem {
+	p := problem(http.StatusServiceUnavailable, TypeStoreUnavailable,
+		"The rate limit store is unavailable; try again later.")
+	p.header.Set("Retry-After", seconds(min(StoreRetryAfter, window)))
+	return p
+}
+
+func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
+
+// writeError answers a request with the problem err describes. It is the one
+// place where errors become responses: a *Problem is written as is, and
+// anything else, which only a bug can produce, becomes a 500 whose detail
+// says nothing about internals. It returns the status written.
+func writeError(w http.ResponseWriter, r *http.Request, err error) int {
+	var p *Problem
+	if !errors.As(err, &p) {
+		p = problem(http.StatusInternalServerError, TypeBlank, "The server could not handle the request.")
+	}
+	out := *p
+	out.Instance = r.URL.Path
+	for k, v := range p.header {
+		w.Header()[k] = v
+	}
+	writeJSON(w, "application/problem+json", out.Status, out)
+	return out.Status
+}
+
+// writeJSON writes v as the response body. The body types here cannot fail
+// to encode, so an error is only possible on a broken connection, where
+// nothing can be done about it.
+func writeJSON(w http.ResponseWriter, contentType string, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		contentType, status = "application/problem+json", http.StatusInternalServerError
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
