@@ -48,6 +48,9 @@ type StoreConfig struct {
 	JournalMode string
 	// BusyTimeout bounds each wait for the database lock (BUSY_TIMEOUT).
 	BusyTimeout time.Duration
+	// ReadOnly opens the database for reading only, as the status function
+	// does on its read-only mount: no migrations, no writes.
+	ReadOnly bool
 }
 
 // PingPolicy is the policy of GET /ping. Its counters are stored under the

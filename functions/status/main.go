@@ -20,6 +20,9 @@ func main() {
 	if err != nil {
 		awslambda.Fatal(log, "configuration", err)
 	}
+	// Reads only, as its read-only mount allows: a hot journal left by a
+	// crashed writer makes it answer 503 until the next /ping rolls it back.
+	cfg.Store.ReadOnly = true
 	store, err := sqlite.Open(context.Background(), cfg.Store)
 	if store == nil {
 		awslambda.Fatal(log, "open store", err)

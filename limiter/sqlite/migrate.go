@@ -45,19 +45,9 @@ func SchemaVersion() int {
 // are also written to be idempotent (IF NOT EXISTS) in case a database was
 // built by hand.
 func migrate(ctx context.Context, db *sql.DB) error {
-	all, err := migrations()
-	if err != nil {
-		return fmt.Errorf("read migrations: %w", err)
-	}
-	v, err := userVersion(ctx, db)
-	if err != nil {
+	v, all, err := versions(ctx, db)
+	if err != nil || v == len(all) {
 		return err
-	}
-	if v > len(all) {
-		return fmt.Errorf("schema version %d is newer than this binary's %d: %w", v, len(all), errFatal)
-	}
-	if v == len(all) {
-		return nil
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -82,10 +72,29 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-func userVersion(ctx context.Context, db *sql.DB) (int, error) {
+// checkVersion is migrate for a read-only store, which cannot migrate: it
+// fails until a writer has brought the schema to this binary's version.
+func checkVersion(ctx context.Context, db *sql.DB) error {
+	v, all, err := versions(ctx, db)
+	if err == nil && v < len(all) {
+		err = fmt.Errorf("schema version %d is older than this binary's %d; a writer (ping or prune) migrates it", v, len(all))
+	}
+	return err
+}
+
+// versions reads the schema's user_version and this binary's migrations,
+// and refuses a schema newer than the binary: it would not know the tables.
+func versions(ctx context.Context, db *sql.DB) (int, []string, error) {
+	all, err := migrations()
+	if err != nil {
+		return 0, nil, fmt.Errorf("read migrations: %w", err)
+	}
 	var v int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
+		return 0, nil, fmt.Errorf("read schema version: %w", err)
 	}
-	return v, nil
+	if v > len(all) {
+		return 0, nil, fmt.Errorf("schema version %d is newer than this binary's %d: %w", v, len(all), errFatal)
+	}
+	return v, all, nil
 }

@@ -56,7 +56,7 @@ var _ limiter.Store = (*Store)(nil)
 var errFatal = errors.New("cannot be used")
 
 // Open opens the database at cfg.Path, creating it and its schema when
-// missing. It fails for what retrying cannot fix: a bad option, a file that is
+// missing, or with cfg.ReadOnly, opens an existing database for reading. It fails for what retrying cannot fix: a bad option, a file that is
 // not a SQLite database or is corrupt, a schema newer than this binary, a
 // journal mode that does not take. When the file cannot be reached now (its
 // directory is missing, it is read-only, the lock is held past the busy
@@ -133,6 +133,10 @@ func dsn(path string, cfg limiter.StoreConfig) string {
 	q.Add("_pragma", "journal_mode("+cfg.JournalMode+")")
 	q.Add("_pragma", "synchronous("+synchronous(cfg.JournalMode)+")")
 	q.Set("_txlock", "immediate")
+	if cfg.ReadOnly {
+		// SQLite's own URI parameter: open O_RDONLY and never create.
+		q.Set("mode", "ro")
+	}
 	// A file: URI passes SQLite's own parameters; the path is escaped so that
 	// '?', '#' and '%' in it stay part of the name.
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
@@ -184,7 +188,12 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(s.cfg.JournalMode)]; syncLevel != want {
 		return nil, fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errFatal)
 	}
-	if err := migrate(ctx, db); err != nil {
+	if s.cfg.ReadOnly {
+		err = checkVersion(ctx, db)
+	} else {
+		err = migrate(ctx, db)
+	}
+	if err != nil {
 		return nil, err
 	}
 	file, err := os.Stat(s.path)

@@ -1,0 +1,153 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+// TestMain lets the test binary double as a writer process that the tests
+// kill in the middle of a transaction.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("RATELIMIT_CRASHING_WRITER"); path != "" {
+		crashingWriter(path)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashingWriter opens the database as the store does, starts a write
+// transaction big enough to spill changed pages into the database file
+// (which makes the journal hot), says so, and waits to be killed.
+func crashingWriter(path string) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)&_pragma=synchronous(FULL)&_pragma=cache_size(10)&_txlock=immediate")
+	if err != nil {
+		panic(err)
+	}
+	db.SetMaxOpenConns(1)
+	tx, err := db.Begin()
+	if err != nil {
+		panic(err)
+	}
+	if _, err := tx.Exec(`UPDATE rate_limit_windows SET count = count + 1000`); err != nil {
+		panic(err)
+	}
+	for i := range 2000 {
+		if _, err := tx.Exec(`INSERT INTO api_calls (key, window_start, called_at, route, request_id) VALUES ('crash', '', '', '', ?)`, strings.Repeat("x", 200)+fmt.Sprint(i)); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println("spilled")
+	select {}
+}
+
+func readOnlyConfig(path string) limiter.StoreConfig {
+	cfg := storeConfig(path)
+	cfg.ReadOnly = true
+	return cfg
+}
+
+func TestReadOnlyStoreReadsWhatWritersCommitted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.db")
+	w := mustOpenAt(t, path)
+	allow(t, w, ping, "alice", t0)
+	allow(t, w, ping, "alice", t0)
+	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 2 {
+		t.Fatalf("read-only usage = %+v, %v; want count 2", u, err)
+	}
+	if _, err := r.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "alice", Now: t0}); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Errorf("read-only Allow = %v; want ErrUnavailable: it must not write", err)
+	}
+	if n := queryInt(t, inspect(t, path), `SELECT count FROM rate_limit_windows`); n != 2 {
+		t.Errorf("count after read-only use = %d, want 2", n)
+	}
+}
+
+func TestReadOnlyStoreNeverCreatesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.db")
+	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
+	if r == nil || !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("read-only open of a missing file = %v, %v; want a store and ErrUnavailable", r, err)
+	}
+	defer r.Close()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("read-only open created %s", path)
+	}
+	// Once a writer has created and migrated it, the reader recovers.
+	allow(t, mustOpenAt(t, path), ping, "alice", t0)
+	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 1 {
+		t.Errorf("usage after a writer created the file = %+v, %v; want count 1", u, err)
+	}
+}
+
+// TestHotJournalFromACrashedWriter kills a writer in the middle of a
+// transaction that has already changed the database file. A reader on a
+// read-only mount cannot roll the journal back, so it answers unavailable
+// rather than read half a transaction; the next writer rolls it back, and
+// every committed decision is still there.
+func TestHotJournalFromACrashedWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.db")
+	w := mustOpenAt(t, path)
+	allow(t, w, ping, "alice", t0)
+	allow(t, w, ping, "alice", t0)
+	w.Close()
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "RATELIMIT_CRASHING_WRITER="+path)
+	out, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "spilled\n" {
+		child.Process.Kill()
+		t.Fatalf("writer said %q, %v", line, err)
+	}
+	child.Process.Kill() // SIGKILL: no rollback, no unlock, no cleanup
+	child.Wait()
+	if fi, err := os.Stat(path + "-journal"); err != nil || fi.Size() == 0 {
+		t.Fatalf("no hot journal after the crash: %v", err)
+	}
+
+	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
+	if r == nil || !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("read-only open with a hot journal = %v, %v; want ErrUnavailable", r, err)
+	}
+	defer r.Close()
+	if _, err := r.Usage(context.Background(), ping, "alice", t0); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("read-only usage with a hot journal = %v; want ErrUnavailable", err)
+	}
+
+	w = mustOpenAt(t, path) // a writer (the next /ping) rolls the journal back
+	if d := allow(t, w, ping, "alice", t0); d.Count != 3 {
+		t.Errorf("count after recovery = %d, want 3: two committed, the crashed +1000 rolled back, one new", d.Count)
+	}
+	if _, err := os.Stat(path + "-journal"); !os.IsNotExist(err) {
+		t.Errorf("journal still there after a writer opened: %v", err)
+	}
+	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 3 {
+		t.Errorf("read-only usage after recovery = %+v, %v; want count 3", u, err)
+	}
+	db := inspect(t, path)
+	if s := queryString(t, db, `PRAGMA integrity_check`); s != "ok" {
+		t.Errorf("integrity_check = %q", s)
+	}
+	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'crash'`); n != 0 {
+		t.Errorf("%d audit rows of the crashed transaction survived", n)
+	}
+}
