@@ -1,0 +1,177 @@
+package functions_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// expandTemplate runs template.yaml through the AWS SAM translator, as
+// CloudFormation does at deploy time, and returns the resources and outputs.
+// The translator is Python (it comes with cfn-lint); without it the test
+// skips, loudly, unless RATELIMIT_REQUIRE_TOOLS is set, as .ci/run sets it.
+func expandTemplate(t *testing.T) (resources, outputs map[string]any) {
+	t.Helper()
+	cmd := exec.Command("python3", filepath.Join("..", ".ci", "sam-translate.py"), filepath.Join("..", "template.yaml"))
+	cmd.Stderr = &strings.Builder{}
+	out, err := cmd.Output()
+	if err != nil {
+		msg := "SAM translator unavailable (python3 with samtranslator, which cfn-lint installs): " + err.Error() + "\n" + cmd.Stderr.(*strings.Builder).String()
+		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPED, template not checked: " + msg)
+	}
+	var tpl struct {
+		Resources map[string]any
+		Outputs   map[string]any
+	}
+	if err := json.Unmarshal(out, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	return tpl.Resources, tpl.Outputs
+}
+
+// at walks v along keys (map keys, or list indexes as ints).
+func at(v any, keys ...any) any {
+	for _, k := range keys {
+		switch k := k.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func getAtt(name, attr string) any { return map[string]any{"Fn::GetAtt": []any{name, attr}} }
+func ref(name string) any          { return map[string]any{"Ref": name} }
+
+func TestTemplateExpandsToTheDeployment(t *testing.T) {
+	res, outputs := expandTemplate(t)
+	want := func(what string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %s, want %s", what, jsonOf(got), jsonOf(want))
+		}
+	}
+
+	for _, fn := range []string{"PingFunction", "StatusFunction", "PruneFunction"} {
+		f := res[fn]
+		want(fn+" type", at(f, "Type"), "AWS::Lambda::Function")
+		p := at(f, "Properties")
+		want(fn+" runtime", at(p, "Runtime"), "provided.al2023")
+		want(fn+" architectures", at(p, "Architectures"), []any{"arm64"})
+		want(fn+" handler", at(p, "Handler"), "bootstrap")
+		want(fn+" build method", at(f, "Metadata", "BuildMethod"), "go1.x")
+		want(fn+" mounts", at(p, "FileSystemConfigs"), []any{map[string]any{"Arn": getAtt("AccessPoint", "Arn"), "LocalMountPath": "/mnt/efs"}})
+		want(fn+" DB_PATH", at(p, "Environment", "Variables", "DB_PATH"), "/mnt/efs/ratelimit.db")
+		want(fn+" security groups", at(p, "VpcConfig", "SecurityGroupIds"), []any{ref("FunctionSecurityGroup")})
+		want(fn+" subnets", len(at(p, "VpcConfig", "SubnetIds").([]any)), 2)
+		want(fn+" depends on", at(f, "DependsOn"), []any{"MountTargetA", "MountTargetB"})
+		for _, env := range []string{"RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT"} {
+			if at(p, "Environment", "Variables", env) == nil {
+				t.Errorf("%s has no %s", fn, env)
+			}
+		}
+		// The folder sam build compiles holds a main package.
+		if _, err := os.Stat(filepath.Join(strings.ToLower(strings.TrimSuffix(fn, "Function")), "main.go")); err != nil {
+			t.Errorf("%s: %v", fn, err)
+		}
+	}
+
+	// Least privilege on EFS: ping and prune mount read-write through the
+	// access point; status may only mount, which makes its mount read-only.
+	efsActions := func(role string) []string {
+		var acts []string
+		for _, pol := range at(res, role, "Properties", "Policies").([]any) {
+			for _, st := range at(pol, "PolicyDocument", "Statement").([]any) {
+				a := at(st, "Action")
+				list, ok := a.([]any)
+				if !ok {
+					list = []any{a}
+				}
+				for _, x := range list {
+					acts = append(acts, x.(string))
+					want(role+" EFS condition", jsonOf(at(st, "Condition", "StringEquals", "elasticfilesystem:AccessPointArn")) != "null", true)
+				}
+			}
+		}
+		slices.Sort(acts)
+		return acts
+	}
+	want("PingFunctionRole EFS actions", efsActions("PingFunctionRole"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
+	want("PruneFunctionRole EFS actions", efsActions("PruneFunctionRole"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
+	want("StatusFunctionRole EFS actions", efsActions("StatusFunctionRole"), []string{"elasticfilesystem:ClientMount"})
+	// EFS grants everything to every client without a file system policy.
+	if at(res, "FileSystem", "Properties", "FileSystemPolicy") == nil {
+		t.Error("the file system has no policy, so EFS would let any client write")
+	}
+
+	// Routes: GET /ping and GET /status on one HTTP API, $default stage.
+	paths := at(res, "HttpApi", "Properties", "Body", "paths")
+	for path, fn := range map[string]string{"/ping": "PingFunction", "/status": "StatusFunction"} {
+		integ := at(paths, path, "get", "x-amazon-apigateway-integration")
+		want(path+" payload format", at(integ, "payloadFormatVersion"), "2.0")
+		if uri := jsonOf(at(integ, "uri")); !strings.Contains(uri, "${"+fn+".Arn}") {
+			t.Errorf("GET %s integrates %s, want %s", path, uri, fn)
+		}
+	}
+	want("routes", len(paths.(map[string]any)), 2)
+	want("stage", at(res, "HttpApiApiGatewayDefaultStage", "Properties", "StageName"), "$default")
+
+	// Schedule and its single prune at a time.
+	want("schedule", at(res, "PruneFunctionSchedule", "Properties", "ScheduleExpression"), ref("PruneSchedule"))
+	want("schedule target", at(res, "PruneFunctionSchedule", "Properties", "Targets", 0, "Arn"), getAtt("PruneFunction", "Arn"))
+	want("prune concurrency", at(res, "PruneFunction", "Properties", "ReservedConcurrentExecutions"), float64(1))
+
+	// Network: functions may only speak NFS to the file system's group,
+	// which admits them through a separate ingress rule.
+	want("function egress", at(res, "FunctionSecurityGroup", "Properties", "SecurityGroupEgress"), []any{map[string]any{
+		"Description": "NFS to the EFS mount targets", "IpProtocol": "tcp", "FromPort": float64(2049), "ToPort": float64(2049),
+		"DestinationSecurityGroupId": ref("FileSystemSecurityGroup"),
+	}})
+	ing := at(res, "FileSystemIngressFromFunctions", "Properties")
+	want("ingress group", at(ing, "GroupId"), ref("FileSystemSecurityGroup"))
+	want("ingress source", at(ing, "SourceSecurityGroupId"), ref("FunctionSecurityGroup"))
+	want("ingress port", []any{at(ing, "IpProtocol"), at(ing, "FromPort"), at(ing, "ToPort")}, []any{"tcp", float64(2049), float64(2049)})
+	if at(res, "FileSystemSecurityGroup", "Properties", "SecurityGroupIngress") != nil {
+		t.Error("the file system's group has inline ingress rules")
+	}
+	want("subnet zones differ", at(res, "SubnetA", "Properties", "AvailabilityZone", "Fn::Select", 0) != at(res, "SubnetB", "Properties", "AvailabilityZone", "Fn::Select", 0), true)
+	for _, kind := range []string{"AWS::EC2::InternetGateway", "AWS::EC2::NatGateway"} {
+		for name, r := range res {
+			if at(r, "Type") == kind {
+				t.Errorf("%s is a %s: the subnets must stay isolated", name, kind)
+			}
+		}
+	}
+
+	// Storage.
+	want("encrypted", at(res, "FileSystem", "Properties", "Encrypted"), true)
+	want("mount target A", at(res, "MountTargetA", "Properties", "FileSystemId"), ref("FileSystem"))
+	want("mount target B", at(res, "MountTargetB", "Properties", "FileSystemId"), ref("FileSystem"))
+	ap := at(res, "AccessPoint", "Properties")
+	want("posix user", at(ap, "PosixUser"), map[string]any{"Uid": "1000", "Gid": "1000"})
+	want("root directory", at(ap, "RootDirectory"), map[string]any{"Path": "/ratelimit",
+		"CreationInfo": map[string]any{"OwnerUid": "1000", "OwnerGid": "1000", "Permissions": "0750"}})
+
+	for _, o := range []string{"ApiUrl", "PingFunctionArn", "StatusFunctionArn", "PruneFunctionArn", "FileSystemId"} {
+		if outputs[o] == nil {
+			t.Errorf("no output %s", o)
+		}
+	}
+}
