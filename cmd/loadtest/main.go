@@ -1,0 +1,432 @@
+// Command loadtest drives /ping decisions from several processes at once,
+// each with its own store handle on one SQLite file, as that many Lambda
+// execution environments would, and checks that every count is exact.
+//
+//	go run ./cmd/loadtest -procs 1,2,4,8 -clients 4 -keys 16 -duration 10s
+//
+// Each process runs -clients goroutines that call the /ping handler (or,
+// with -via store, the store alone) for -duration, spreading attempts over
+// -keys keys. It prints one row per process count: decisions/s, latency
+// percentiles, lock waits that ran out (busy), other errors, the fewest and
+// most decisions any one process made, and the exactness check: for every
+// key and window, the stored count equals the attempts counted, the allowed
+// ones equal min(attempts, limit), and so do the audit rows.
+//
+// Point -db at a file on the latency file system (cmd/latencyfs) to see the
+// same on a model of EFS.
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+type options struct {
+	db       string
+	procs    []int
+	clients  int
+	keys     int
+	duration time.Duration
+	limit    int64
+	window   int64
+	journal  string
+	busy     time.Duration
+	via      string
+	keep     bool
+	worker   int
+	jsonOut  bool
+}
+
+func main() {
+	var o options
+	var procs string
+	flag.StringVar(&o.db, "db", filepath.Join(os.TempDir(), "loadtest", "ratelimit.db"), "database file; removed first unless -keep")
+	flag.StringVar(&procs, "procs", "1,2,4", "comma-separated process counts, one run each")
+	flag.IntVar(&o.clients, "clients", 4, "concurrent clients per process")
+	flag.IntVar(&o.keys, "keys", 16, "distinct client keys")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each run drives load")
+	flag.Int64Var(&o.limit, "limit", 100, "RATE_LIMIT")
+	flag.Int64Var(&o.window, "window", 60, "WINDOW_SECONDS")
+	flag.StringVar(&o.journal, "journal", "DELETE", "JOURNAL_MODE: DELETE, TRUNCATE, PERSIST or WAL")
+	flag.DurationVar(&o.busy, "busy", limiter.DefaultBusyTimeout, "BUSY_TIMEOUT")
+	flag.StringVar(&o.via, "via", "handler", "handler (the full /ping handler) or store (Store.Allow alone)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the database between runs")
+	flag.BoolVar(&o.jsonOut, "json", false, "print rows as JSON lines instead of a table")
+	flag.IntVar(&o.worker, "worker", -1, "internal: run as worker process N")
+	flag.Parse()
+	for _, p := range strings.Split(procs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("-procs: %q is not a positive number", p))
+		}
+		o.procs = append(o.procs, n)
+	}
+	if o.worker >= 0 {
+		if err := worker(o); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	var rows []row
+	for _, p := range o.procs {
+		r, err := run(o, p)
+		if err != nil {
+			fatal(err)
+		}
+		rows = append(rows, r)
+		if o.jsonOut {
+			json.NewEncoder(os.Stdout).Encode(r)
+		}
+	}
+	if !o.jsonOut {
+		printTable(os.Stdout, o, rows)
+	}
+	for _, r := range rows {
+		if !r.Exact {
+			os.Exit(1)
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "loadtest:", err)
+	os.Exit(2)
+}
+
+func (o options) storeConfig() limiter.StoreConfig {
+	return limiter.StoreConfig{Path: o.db, JournalMode: o.journal, BusyTimeout: o.busy}
+}
+
+func (o options) policy() limiter.Policy {
+	return limiter.Policy{Name: limiter.PingPolicyName, Limit: o.limit, Window: time.Duration(o.window) * time.Second}
+}
+
+// result is what one worker process reports.
+type result struct {
+	Decisions int64            `json:"decisions"`
+	Allowed   int64            `json:"allowed"`
+	Rejected  int64            `json:"rejected"`
+	Busy      int64            `json:"busy"`
+	Errors    int64            `json:"errors"`
+	Latency   *hist            `json:"latency"`
+	Attempts  map[string]int64 `json:"attempts"` // "key\twindow" → decided attempts
+	Granted   map[string]int64 `json:"granted"`  // "key\twindow" → allowed attempts
+	FirstErr  string           `json:"first_error,omitempty"`
+}
+
+// worker runs in its own process: it opens its own store handle, says
+// "ready", waits for "go" on stdin, drives load and prints its result.
+func worker(o options) error {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, o.storeConfig())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	api := httpapi.New(httpapi.Options{Store: store, Policy: o.policy(), KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Logger: logger})
+
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return fmt.Errorf("wait for go: %w", err)
+	}
+	deadline := time.Now().Add(o.duration)
+	total := result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for c := range o.clients {
+		wg.Go(func() {
+			r := result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}}
+			rng := rand.New(rand.NewPCG(uint64(o.worker), uint64(c)))
+			for time.Now().Before(deadline) {
+				key := fmt.Sprintf("k%04d", rng.IntN(o.keys))
+				start := time.Now()
+				allowed, window, err := decide(ctx, o, api, store, key)
+				r.Latency.add(time.Since(start))
+				switch {
+				case err != nil:
+					if errors.Is(err, errBusy) {
+						r.Busy++
+					} else {
+						r.Errors++
+					}
+					if r.FirstErr == "" {
+						r.FirstErr = err.Error()
+					}
+					continue
+				case allowed:
+					r.Allowed++
+					r.Granted[key+"\t"+window]++
+				default:
+					r.Rejected++
+				}
+				r.Decisions++
+				r.Attempts[key+"\t"+window]++
+			}
+			mu.Lock()
+			total.add(r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return json.NewEncoder(os.Stdout).Encode(total)
+}
+
+func (r *result) add(o result) {
+	r.Decisions += o.Decisions
+	r.Allowed += o.Allowed
+	r.Rejected += o.Rejected
+	r.Busy += o.Busy
+	r.Errors += o.Errors
+	r.Latency.merge(o.Latency)
+	for k, n := range o.Attempts {
+		r.Attempts[k] += n
+	}
+	for k, n := range o.Granted {
+		r.Granted[k] += n
+	}
+	if r.FirstErr == "" {
+		r.FirstErr = o.FirstErr
+	}
+}
+
+var errBusy = errors.New("lock wait ran out")
+
+// decide makes one decision and reports whether it was allowed and in
+// which window.
+func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Store, key string) (bool, string, error) {
+	if o.via == "store" {
+		d, err := store.Allow(ctx, limiter.Attempt{Policy: o.policy(), Key: key, Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"})
+		if err != nil {
+			if strings.Contains(err.Error(), "database is locked") {
+				return false, "", fmt.Errorf("%w: %w", errBusy, err)
+			}
+			return false, "", err
+		}
+		return d.Allowed, limiter.FormatWindow(d.WindowStart), nil
+	}
+	r := httptest.NewRequest(http.MethodGet, "/ping", nil)
+	r.Header.Set("X-Client-Key", key)
+	w := httptest.NewRecorder()
+	api.ServeHTTP(w, r)
+	switch w.Code {
+	case http.StatusOK, http.StatusTooManyRequests:
+	case http.StatusServiceUnavailable:
+		// The handler hides the cause; a 503 under load is a lock wait
+		// that ran out unless the store is broken, which the first run
+		// with a single process would show.
+		return false, "", fmt.Errorf("%w: 503 %s", errBusy, strings.TrimSpace(w.Body.String()))
+	default:
+		return false, "", fmt.Errorf("status %d: %s", w.Code, w.Body.String())
+	}
+	reset, err := strconv.ParseInt(w.Header().Get("X-RateLimit-Reset"), 10, 64)
+	if err != nil {
+		return false, "", fmt.Errorf("no X-RateLimit-Reset: %v", w.Header())
+	}
+	window := limiter.FormatWindow(time.Unix(reset-o.window, 0))
+	return w.Code == http.StatusOK, window, nil
+}
+
+// row is one run's outcome.
+type row struct {
+	Procs      int           `json:"procs"`
+	Clients    int           `json:"clients"`
+	Keys       int           `json:"keys"`
+	Decisions  int64         `json:"decisions"`
+	PerSecond  float64       `json:"decisions_per_s"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	Max        time.Duration `json:"max_ns"`
+	Busy       int64         `json:"busy"`
+	Errors     int64         `json:"errors"`
+	MinPerProc int64         `json:"min_per_proc"`
+	MaxPerProc int64         `json:"max_per_proc"`
+	Windows    int           `json:"windows_checked"`
+	Exact      bool          `json:"exact"`
+	Mismatches []string      `json:"mismatches,omitempty"`
+	FirstError string        `json:"first_error,omitempty"`
+}
+
+// run starts procs worker processes on one fresh database, lets them drive
+// load for the duration, and checks the database against what they counted.
+func run(o options, procs int) (row, error) {
+	if err := os.MkdirAll(filepath.Dir(o.db), 0o755); err != nil {
+		return row{}, err
+	}
+	if !o.keep {
+		for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
+			os.Remove(o.db + suffix)
+		}
+	}
+	// Create and migrate the schema once, so workers do not race for it.
+	s, err := sqlite.Open(context.Background(), o.storeConfig())
+	if err != nil {
+		return row{}, err
+	}
+	s.Close()
+
+	self, err := os.Executable()
+	if err != nil {
+		return row{}, err
+	}
+	type proc struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   *bufio.Reader
+	}
+	ps := make([]proc, procs)
+	for i := range ps {
+		cmd := exec.Command(self, "-worker", strconv.Itoa(i), "-db", o.db, "-clients", strconv.Itoa(o.clients),
+			"-keys", strconv.Itoa(o.keys), "-duration", o.duration.String(), "-limit", strconv.FormatInt(o.limit, 10),
+			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via)
+		cmd.Stderr = os.Stderr
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			return row{}, err
+		}
+		ps[i] = proc{cmd, stdin, bufio.NewReader(stdout)}
+	}
+	for i, p := range ps {
+		if line, err := p.out.ReadString('\n'); err != nil || line != "ready\n" {
+			return row{}, fmt.Errorf("worker %d: %q %v", i, line, err)
+		}
+	}
+	for _, p := range ps {
+		io.WriteString(p.stdin, "go\n")
+	}
+	total := result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}}
+	r := row{Procs: procs, Clients: o.clients, Keys: o.keys, MinPerProc: -1}
+	for i, p := range ps {
+		var res result
+		if err := json.NewDecoder(p.out).Decode(&res); err != nil {
+			return row{}, fmt.Errorf("worker %d result: %w", i, err)
+		}
+		if err := p.cmd.Wait(); err != nil {
+			return row{}, fmt.Errorf("worker %d: %w", i, err)
+		}
+		total.add(res)
+		if r.MinPerProc < 0 || res.Decisions < r.MinPerProc {
+			r.MinPerProc = res.Decisions
+		}
+		r.MaxPerProc = max(r.MaxPerProc, res.Decisions)
+	}
+	r.Decisions, r.Busy, r.Errors, r.FirstError = total.Decisions, total.Busy, total.Errors, total.FirstErr
+	r.PerSecond = float64(total.Decisions) / o.duration.Seconds()
+	r.P50, r.P99, r.Max = total.Latency.quantile(0.50), total.Latency.quantile(0.99), total.Latency.Max
+	r.Windows, r.Mismatches, err = check(o, total)
+	r.Exact = err == nil && len(r.Mismatches) == 0
+	return r, err
+}
+
+// check compares the database with what the workers counted: per key and
+// window, stored count = attempts, allowed = min(attempts, limit), audit
+// rows = allowed.
+func check(o options, total result) (int, []string, error) {
+	db, err := sql.Open("sqlite", "file:"+o.db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer db.Close()
+	type counts struct{ stored, audit int64 }
+	got := map[string]*counts{}
+	rows, err := db.Query(`SELECT key, window_start, count FROM rate_limit_windows`)
+	if err != nil {
+		return 0, nil, err
+	}
+	for rows.Next() {
+		var k, w string
+		var n int64
+		rows.Scan(&k, &w, &n)
+		got[k+"\t"+w] = &counts{stored: n}
+	}
+	rows.Close()
+	rows, err = db.Query(`SELECT key, window_start, count(*) FROM api_calls GROUP BY key, window_start`)
+	if err != nil {
+		return 0, nil, err
+	}
+	for rows.Next() {
+		var k, w string
+		var n int64
+		rows.Scan(&k, &w, &n)
+		if got[k+"\t"+w] == nil {
+			got[k+"\t"+w] = &counts{}
+		}
+		got[k+"\t"+w].audit = n
+	}
+	rows.Close()
+	var bad []string
+	for kw, attempts := range total.Attempts {
+		g := got[kw]
+		if g == nil {
+			g = &counts{}
+		}
+		allowed := min(attempts, o.limit)
+		if g.stored != attempts || total.Granted[kw] != allowed || g.audit != allowed {
+			bad = append(bad, fmt.Sprintf("%s: attempts %d, stored %d, allowed %d (want %d), audit rows %d",
+				strings.ReplaceAll(kw, "\t", " @ "), attempts, g.stored, total.Granted[kw], allowed, g.audit))
+		}
+		delete(got, kw)
+	}
+	for kw, g := range got {
+		bad = append(bad, fmt.Sprintf("%s: stored %d and %d audit rows nobody counted", kw, g.stored, g.audit))
+	}
+	return len(total.Attempts), bad, nil
+}
+
+func printTable(w io.Writer, o options, rows []row) {
+	fmt.Fprintf(w, "journal=%s via=%s limit=%d window=%ds busy_timeout=%v duration=%v db=%s\n",
+		o.journal, o.via, o.limit, o.window, o.busy, o.duration, o.db)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "procs\tclients\tkeys\tdecisions\tdecisions/s\tp50\tp99\tmax\tbusy\terrors\tmin/max per proc\texact\t")
+	for _, r := range rows {
+		exact := fmt.Sprintf("ok (%d windows)", r.Windows)
+		if !r.Exact {
+			exact = fmt.Sprintf("NO (%d of %d)", len(r.Mismatches), r.Windows)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%v\t%v\t%v\t%d\t%d\t%d/%d\t%s\t\n",
+			r.Procs, r.Clients, r.Keys, r.Decisions, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
+			r.Busy, r.Errors, r.MinPerProc, r.MaxPerProc, exact)
+	}
+	tw.Flush()
+	for _, r := range rows {
+		for _, m := range r.Mismatches {
+			fmt.Fprintln(w, "  mismatch:", m)
+		}
+		if r.FirstError != "" {
+			fmt.Fprintf(w, "  procs=%d first error: %s\n", r.Procs, r.FirstError)
+		}
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d > 10*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
+}
