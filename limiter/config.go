@@ -51,6 +51,10 @@ type StoreConfig struct {
 	// ReadOnly opens the database for reading only, as the status function
 	// does on its read-only mount: no migrations, no writes.
 	ReadOnly bool
+	// SQLiteBusyHandler leaves waiting for other processes' locks to
+	// SQLite's own busy handler instead of the store's fairer one. It exists
+	// to measure the difference (cmd/loadtest -busy-handler sqlite).
+	SQLiteBusyHandler bool
 }
 
 // PingPolicy is the policy of GET /ping. Its counters are stored under the

@@ -54,6 +54,7 @@ type options struct {
 	journal  string
 	busy     time.Duration
 	via      string
+	handler  string
 	keep     bool
 	worker   int
 	jsonOut  bool
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&o.journal, "journal", "DELETE", "JOURNAL_MODE: DELETE, TRUNCATE, PERSIST or WAL")
 	flag.DurationVar(&o.busy, "busy", limiter.DefaultBusyTimeout, "BUSY_TIMEOUT")
 	flag.StringVar(&o.via, "via", "handler", "handler (the full /ping handler) or store (Store.Allow alone)")
+	flag.StringVar(&o.handler, "busy-handler", "store", "who waits for the lock: store (fair, the default) or sqlite (SQLite's busy handler)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database between runs")
 	flag.BoolVar(&o.jsonOut, "json", false, "print rows as JSON lines instead of a table")
 	flag.IntVar(&o.worker, "worker", -1, "internal: run as worker process N")
@@ -116,7 +118,7 @@ func fatal(err error) {
 }
 
 func (o options) storeConfig() limiter.StoreConfig {
-	return limiter.StoreConfig{Path: o.db, JournalMode: o.journal, BusyTimeout: o.busy}
+	return limiter.StoreConfig{Path: o.db, JournalMode: o.journal, BusyTimeout: o.busy, SQLiteBusyHandler: o.handler == "sqlite"}
 }
 
 func (o options) policy() limiter.Policy {
@@ -128,7 +130,8 @@ type result struct {
 	Decisions int64            `json:"decisions"`
 	Allowed   int64            `json:"allowed"`
 	Rejected  int64            `json:"rejected"`
-	Busy      int64            `json:"busy"`
+	Busy      int64            `json:"timed_out"`
+	Retries   int64            `json:"busy_retries"`
 	Errors    int64            `json:"errors"`
 	Latency   *hist            `json:"latency"`
 	Attempts  map[string]int64 `json:"attempts"` // "key\twindow" → decided attempts
@@ -191,6 +194,7 @@ func worker(o options) error {
 		})
 	}
 	wg.Wait()
+	total.Retries = store.Stats().BusyRetries
 	return json.NewEncoder(os.Stdout).Encode(total)
 }
 
@@ -199,6 +203,7 @@ func (r *result) add(o result) {
 	r.Allowed += o.Allowed
 	r.Rejected += o.Rejected
 	r.Busy += o.Busy
+	r.Retries += o.Retries
 	r.Errors += o.Errors
 	r.Latency.merge(o.Latency)
 	for k, n := range o.Attempts {
@@ -259,7 +264,8 @@ type row struct {
 	P50        time.Duration `json:"p50_ns"`
 	P99        time.Duration `json:"p99_ns"`
 	Max        time.Duration `json:"max_ns"`
-	Busy       int64         `json:"busy"`
+	Busy       int64         `json:"timed_out"`
+	Retries    int64         `json:"busy_retries"`
 	Errors     int64         `json:"errors"`
 	MinPerProc int64         `json:"min_per_proc"`
 	MaxPerProc int64         `json:"max_per_proc"`
@@ -300,7 +306,7 @@ func run(o options, procs int) (row, error) {
 	for i := range ps {
 		cmd := exec.Command(self, "-worker", strconv.Itoa(i), "-db", o.db, "-clients", strconv.Itoa(o.clients),
 			"-keys", strconv.Itoa(o.keys), "-duration", o.duration.String(), "-limit", strconv.FormatInt(o.limit, 10),
-			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via)
+			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via, "-busy-handler", o.handler)
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -333,7 +339,7 @@ func run(o options, procs int) (row, error) {
 		}
 		r.MaxPerProc = max(r.MaxPerProc, res.Decisions)
 	}
-	r.Decisions, r.Busy, r.Errors, r.FirstError = total.Decisions, total.Busy, total.Errors, total.FirstErr
+	r.Decisions, r.Busy, r.Retries, r.Errors, r.FirstError = total.Decisions, total.Busy, total.Retries, total.Errors, total.FirstErr
 	r.PerSecond = float64(total.Decisions) / o.duration.Seconds()
 	r.P50, r.P99, r.Max = total.Latency.quantile(0.50), total.Latency.quantile(0.99), total.Latency.Max
 	r.Windows, r.Mismatches, err = check(o, total)
@@ -397,18 +403,22 @@ func check(o options, total result) (int, []string, error) {
 }
 
 func printTable(w io.Writer, o options, rows []row) {
-	fmt.Fprintf(w, "journal=%s via=%s limit=%d window=%ds busy_timeout=%v duration=%v db=%s\n",
-		o.journal, o.via, o.limit, o.window, o.busy, o.duration, o.db)
+	fmt.Fprintf(w, "journal=%s via=%s busy_handler=%s limit=%d window=%ds busy_timeout=%v duration=%v db=%s\n",
+		o.journal, o.via, o.handler, o.limit, o.window, o.busy, o.duration, o.db)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "procs\tclients\tkeys\tdecisions\tdecisions/s\tp50\tp99\tmax\tbusy\terrors\tmin/max per proc\texact\t")
+	fmt.Fprintln(tw, "procs\tclients\tkeys\tdecisions\tdecisions/s\tp50\tp99\tmax\tbusy retries\ttimed out\terrors\tmin/max per proc\texact\t")
 	for _, r := range rows {
 		exact := fmt.Sprintf("ok (%d windows)", r.Windows)
 		if !r.Exact {
 			exact = fmt.Sprintf("NO (%d of %d)", len(r.Mismatches), r.Windows)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%v\t%v\t%v\t%d\t%d\t%d/%d\t%s\t\n",
+		retries := strconv.FormatInt(r.Retries, 10)
+		if o.handler == "sqlite" {
+			retries = "n/a" // inside SQLite, not counted
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%v\t%v\t%v\t%s\t%d\t%d\t%d/%d\t%s\t\n",
 			r.Procs, r.Clients, r.Keys, r.Decisions, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
-			r.Busy, r.Errors, r.MinPerProc, r.MaxPerProc, exact)
+			retries, r.Busy, r.Errors, r.MinPerProc, r.MaxPerProc, exact)
 	}
 	tw.Flush()
 	for _, r := range rows {

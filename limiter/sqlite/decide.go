@@ -32,34 +32,24 @@ VALUES (?1, ?2, ?3, ?4, ?5)`
 // an increment, and an audit row exists exactly when its increment committed
 // as an allowed one.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision, error) {
-	h, err := s.handle(ctx, a.Now)
-	if err != nil {
-		return limiter.Decision{}, s.fault(nil, "open", err)
-	}
 	window := limiter.FormatWindow(limiter.WindowStart(a.Now, a.Policy.Window))
-
-	tx, err := h.db.BeginTx(ctx, nil)
-	if err != nil {
-		return limiter.Decision{}, s.fault(h, "begin", err)
-	}
-	defer tx.Rollback() // after Commit, a no-op
-
-	var count int64
-	err = tx.StmtContext(ctx, h.upsert).QueryRowContext(ctx,
-		a.Policy.StoreKey(a.Key), window, a.Policy.WindowSeconds()).Scan(&count)
-	if err != nil {
-		return limiter.Decision{}, s.fault(h, "count", err)
-	}
-	d := a.Policy.Decide(a.Key, a.Now, count)
-	if d.Allowed {
-		_, err = tx.StmtContext(ctx, h.audit).ExecContext(ctx,
-			a.Key, window, a.Now.UTC().Format(CalledAtLayout), a.Route, a.RequestID)
+	var d limiter.Decision
+	err := s.write(ctx, a.Now, "decide", func(tx *sql.Tx, h *handle) error {
+		var count int64
+		err := tx.StmtContext(ctx, h.upsert).QueryRowContext(ctx,
+			a.Policy.StoreKey(a.Key), window, a.Policy.WindowSeconds()).Scan(&count)
 		if err != nil {
-			return limiter.Decision{}, s.fault(h, "audit", err)
+			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return limiter.Decision{}, s.fault(h, "commit", err)
+		d = a.Policy.Decide(a.Key, a.Now, count)
+		if d.Allowed {
+			_, err = tx.StmtContext(ctx, h.audit).ExecContext(ctx,
+				a.Key, window, a.Now.UTC().Format(CalledAtLayout), a.Route, a.RequestID)
+		}
+		return err
+	})
+	if err != nil {
+		return limiter.Decision{}, err
 	}
 	return d, nil
 }
@@ -67,15 +57,17 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision,
 // Usage reads key's count in the window containing now with one SELECT, in
 // autocommit mode: it takes only a shared lock and writes nothing.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
-	h, err := s.handle(ctx, now)
-	if err != nil {
-		return limiter.Usage{}, s.fault(nil, "open", err)
-	}
 	window := limiter.FormatWindow(limiter.WindowStart(now, p.Window))
 	var count int64
-	err = h.usage.QueryRowContext(ctx, p.StoreKey(key), window).Scan(&count)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return limiter.Usage{}, s.fault(h, "read count", err)
+	err := s.do(ctx, now, "read count", func(h *handle) error {
+		err := h.usage.QueryRowContext(ctx, p.StoreKey(key), window).Scan(&count)
+		if errors.Is(err, sql.ErrNoRows) {
+			count, err = 0, nil
+		}
+		return err
+	})
+	if err != nil {
+		return limiter.Usage{}, err
 	}
 	return p.UsageAt(key, now, count), nil
 }

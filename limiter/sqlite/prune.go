@@ -44,95 +44,77 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 // little) wait for the next run. Prune never deletes a younger row.
 func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.Pruned, error) {
 	var out limiter.Pruned
-	h, err := s.handle(ctx, now)
-	if err != nil {
-		return out, s.fault(nil, "open", err)
+	var err error
+	if out.Windows, err = s.pruneWindows(ctx, now); err != nil || auditBefore.IsZero() {
+		return out, err
 	}
-	if out.Windows, err = s.pruneWindows(ctx, h, now); err != nil {
-		return out, s.fault(h, "prune windows", err)
-	}
-	if !auditBefore.IsZero() {
-		if out.Audit, err = s.pruneAudit(ctx, h, auditBefore); err != nil {
-			return out, s.fault(h, "prune audit", err)
-		}
-	}
-	return out, nil
+	out.Audit, err = s.pruneAudit(ctx, now, auditBefore)
+	return out, err
 }
 
-func (s *Store) pruneWindows(ctx context.Context, h *handle, now time.Time) (int64, error) {
+func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) {
 	var deleted int64
 	loKey, loStart := "", ""
 	for {
-		n, hiKey, hiStart, last, err := s.pruneWindowBatch(ctx, h, loKey, loStart, now.Unix())
-		deleted += n
-		if err != nil || last {
+		var n int64
+		var hiKey, hiStart string
+		last := false
+		// One batch: find where the next PruneBatch rows end, and delete
+		// the expired ones among them.
+		err := s.write(ctx, now, "prune windows", func(tx *sql.Tx, _ *handle) error {
+			var res sql.Result
+			err := tx.QueryRowContext(ctx, pruneWindowsBoundSQL, loKey, loStart, PruneBatch-1).Scan(&hiKey, &hiStart)
+			switch {
+			case errors.Is(err, sql.ErrNoRows): // fewer than a batch left: this is the last
+				last = true
+				res, err = tx.ExecContext(ctx, pruneWindowsLastSQL, loKey, loStart, now.Unix())
+			case err == nil:
+				res, err = tx.ExecContext(ctx, pruneWindowsBatchSQL, loKey, loStart, hiKey, hiStart, now.Unix())
+			}
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
+		if err != nil {
 			return deleted, err
+		}
+		deleted += n
+		if last {
+			return deleted, nil
 		}
 		loKey, loStart = hiKey, hiStart
 	}
 }
 
-// pruneWindowBatch deletes the expired rows among the PruneBatch rows after
-// (loKey, loStart) in one transaction and returns where it stopped.
-func (s *Store) pruneWindowBatch(ctx context.Context, h *handle, loKey, loStart string, now int64) (deleted int64, hiKey, hiStart string, last bool, err error) {
-	tx, err := h.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, "", "", false, err
-	}
-	defer tx.Rollback()
-	var res sql.Result
-	err = tx.QueryRowContext(ctx, pruneWindowsBoundSQL, loKey, loStart, PruneBatch-1).Scan(&hiKey, &hiStart)
-	switch {
-	case errors.Is(err, sql.ErrNoRows): // fewer than a batch left: this is the last
-		last = true
-		res, err = tx.ExecContext(ctx, pruneWindowsLastSQL, loKey, loStart, now)
-	case err == nil:
-		res, err = tx.ExecContext(ctx, pruneWindowsBatchSQL, loKey, loStart, hiKey, hiStart, now)
-	}
-	if err != nil {
-		return 0, "", "", false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, "", "", false, err
-	}
-	deleted, err = res.RowsAffected()
-	return deleted, hiKey, hiStart, last, err
-}
-
-func (s *Store) pruneAudit(ctx context.Context, h *handle, before time.Time) (int64, error) {
+func (s *Store) pruneAudit(ctx context.Context, now, before time.Time) (int64, error) {
 	// Read the boundary outside any write transaction: it scans the old
 	// rows once, under a shared lock that does not stop writers from
 	// preparing their transactions.
 	var boundary int64
-	err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(CalledAtLayout)).Scan(&boundary)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = h.db.QueryRowContext(ctx, pruneAuditEndSQL).Scan(&boundary)
-	}
+	err := s.do(ctx, now, "prune audit", func(h *handle) error {
+		err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(CalledAtLayout)).Scan(&boundary)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = h.db.QueryRowContext(ctx, pruneAuditEndSQL).Scan(&boundary)
+		}
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
 	var deleted int64
 	for {
-		n, err := s.pruneAuditBatch(ctx, h, boundary)
+		var n int64
+		err := s.write(ctx, now, "prune audit", func(tx *sql.Tx, _ *handle) error {
+			res, err := tx.ExecContext(ctx, pruneAuditBatchSQL, boundary, PruneBatch)
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
 		deleted += n
 		if err != nil || n < PruneBatch {
 			return deleted, err
 		}
 	}
-}
-
-func (s *Store) pruneAuditBatch(ctx context.Context, h *handle, boundary int64) (int64, error) {
-	tx, err := h.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, pruneAuditBatchSQL, boundary, PruneBatch)
-	if err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
 }

@@ -44,6 +44,8 @@ type Store struct {
 	mu      chan struct{}
 	h       *handle   // nil until opened, and after a fault that needs a reopen
 	checked time.Time // when the file's identity was last checked
+
+	wait waiter
 }
 
 // FileCheckInterval is how often a store checks that its path still names the
@@ -78,14 +80,15 @@ func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: database path %q: %w", cfg.Path, err)
 	}
 	s := &Store{path: path, cfg: cfg, mu: make(chan struct{}, 1)}
-	h, err := s.open(ctx)
-	if err != nil {
+	// Opening may wait for the lock like any call: cold starts that race to
+	// migrate a new file take turns. The zero time makes the first call
+	// after Open check the file, whatever clock its callers use.
+	if err := s.do(ctx, time.Time{}, "open", func(*handle) error { return nil }); err != nil {
 		if isFatal(err) {
 			return nil, err
 		}
-		return s, fmt.Errorf("%w: %w", limiter.ErrUnavailable, err)
+		return s, err
 	}
-	s.h = h
 	return s, nil
 }
 
@@ -116,9 +119,11 @@ type handle struct {
 func (h *handle) close() error { return h.db.Close() }
 
 // dsn builds the connection string. Each pragma is here for a reason:
-//   - busy_timeout: wait this long for another process's lock before giving
-//     up with SQLITE_BUSY; the driver also gives up when the call's context
-//     ends, so a request deadline is never overrun.
+//   - busy_timeout: 0, because the store waits for other processes' locks
+//     itself, more fairly than SQLite does (see wait.go); only a COMMIT
+//     waiting for readers lets SQLite wait. With SQLiteBusyHandler, SQLite
+//     waits up to BusyTimeout instead. Either way the driver gives up when
+//     the call's context ends, so a request deadline is never overrun.
 //   - journal_mode: a rollback journal works on any file system with POSIX
 //     locks, EFS included; WAL does not work across hosts.
 //   - synchronous=FULL: fsync the journal before the database is written and
@@ -129,7 +134,11 @@ func (h *handle) close() error { return h.db.Close() }
 //     with SQLITE_BUSY whatever the timeout.
 func dsn(path string, cfg limiter.StoreConfig) string {
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
+	busy := time.Duration(0)
+	if cfg.SQLiteBusyHandler {
+		busy = cfg.BusyTimeout
+	}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode("+cfg.JournalMode+")")
 	q.Add("_pragma", "synchronous("+synchronous(cfg.JournalMode)+")")
 	q.Set("_txlock", "immediate")
@@ -242,26 +251,35 @@ func (s *Store) handle(ctx context.Context, now time.Time) (*handle, error) {
 	return s.h, nil
 }
 
-// fault wraps a failed call's error as limiter.ErrUnavailable and, when the
-// error says the file itself is in trouble, drops the handle so that the next
-// call reopens the database instead of reusing a broken one.
-func (s *Store) fault(h *handle, op string, err error) error {
-	if h != nil && needsReopen(err) {
-		s.mu <- struct{}{}
-		if s.h == h {
-			s.h.close()
-			s.h = nil
-		}
-		<-s.mu
+// drop closes h and forgets it if it is still the open handle, so that the
+// next call reopens the database instead of reusing a broken one.
+func (s *Store) drop(h *handle) {
+	s.mu <- struct{}{}
+	if s.h == h {
+		s.h.close()
+		s.h = nil
+	}
+	<-s.mu
+}
+
+// wrap gives a failed call's error its context. Failures that may clear by
+// themselves wrap limiter.ErrUnavailable; a file that is not a database or
+// a schema this binary cannot use does not.
+func (s *Store) wrap(op string, err error) error {
+	if isFatal(err) {
+		return fmt.Errorf("sqlite: %s %s: %w", op, s.path, err)
 	}
 	return fmt.Errorf("%w: %s %s: %w", limiter.ErrUnavailable, op, s.path, err)
 }
 
 // code is the primary SQLite result code of err, or 0.
-func code(err error) int {
+func code(err error) int { return extendedCode(err) & 0xff }
+
+// extendedCode is the extended SQLite result code of err, or 0.
+func extendedCode(err error) int {
 	var e *sqlite.Error
 	if errors.As(err, &e) {
-		return e.Code() & 0xff
+		return e.Code()
 	}
 	return 0
 }

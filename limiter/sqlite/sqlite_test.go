@@ -365,7 +365,9 @@ func TestOpenNeverRunsInWALLeftByAnotherProcess(t *testing.T) {
 	if _, err := other.Exec(`PRAGMA journal_mode = WAL; CREATE TABLE t (x)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err = sqlite.Open(context.Background(), storeConfig(path)); !errors.Is(err, limiter.ErrUnavailable) {
+	cfg := storeConfig(path)
+	cfg.BusyTimeout = 100 * time.Millisecond
+	if _, err = sqlite.Open(context.Background(), cfg); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("open while another process holds WAL = %v; want ErrUnavailable", err)
 	}
 	other.Close()
@@ -483,4 +485,36 @@ func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 		t.Fatalf("allow = %v after %v; want ErrUnavailable once the 100ms deadline passed", err, time.Since(start))
 	}
 	conn.ExecContext(context.Background(), `ROLLBACK`)
+}
+
+func TestWaitsForAHeldLockAndCountsRetries(t *testing.T) {
+	for _, sqliteHandler := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "held.db")
+		cfg := storeConfig(path)
+		cfg.SQLiteBusyHandler = sqliteHandler
+		s, err := sqlite.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		conn, _ := inspect(t, path).Conn(context.Background())
+		if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan struct{})
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			conn.ExecContext(context.Background(), `ROLLBACK`)
+			conn.Close()
+			close(released)
+		}()
+		d := allow(t, s, ping, "k", t0) // waits for the release, well within 5 s
+		<-released
+		if d.Count != 1 {
+			t.Errorf("sqlite handler %v: count %d, want 1", sqliteHandler, d.Count)
+		}
+		if retries := s.Stats().BusyRetries; sqliteHandler && retries != 0 || !sqliteHandler && retries == 0 {
+			t.Errorf("sqlite handler %v: %d busy retries counted", sqliteHandler, retries)
+		}
+	}
 }
