@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -82,8 +83,13 @@ func run(log *slog.Logger) error {
 	}
 	go prune(ctx, log, store, pruneEvery, cfg.AuditRetention)
 
+	// Bind before saying so: a client that reads "listening" may connect.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", "http://"+addr, "db", store.Path(), "limit", cfg.Limit,
 		"window_seconds", int64(cfg.Window/time.Second), "journal_mode", cfg.Store.JournalMode)
 	select {

@@ -28,5 +28,5 @@ func main() {
 		log.Warn("store not ready; the next run retries", "error", err.Error())
 	}
 	handler := awslambda.Prune(store, cfg.AuditRetention, time.Now, log)
-	lambda.StartWithOptions(handler, lambda.WithEnableSIGTERM(func() { store.Close() }))
+	lambda.StartWithOptions(handler, lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

@@ -39,5 +39,5 @@ func main() {
 		Caller:    awslambda.Caller,
 		Logger:    log,
 	})
-	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(func() { store.Close() }))
+	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

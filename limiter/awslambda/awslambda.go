@@ -7,6 +7,7 @@ package awslambda
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -100,6 +101,17 @@ func Logger() *slog.Logger {
 	l := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	slog.SetDefault(l)
 	return l
+}
+
+// Shutdown returns the SIGTERM handler of a function: Lambda sends SIGTERM
+// before it retires an execution environment, with no invocation in
+// flight. It closes the store and exits; aws-lambda-go runs the handler but
+// would otherwise leave the process for Lambda to kill.
+func Shutdown(store io.Closer) func() {
+	return func() {
+		store.Close()
+		os.Exit(0)
+	}
 }
 
 // Fatal logs why the function cannot start and exits; Lambda reports the
