@@ -24,7 +24,7 @@ import (
 // The fixtures' requests happen at 2026-01-01T00:00:18Z (requestContext.time).
 var fixtureNow = time.Date(2026, 1, 1, 0, 0, 18, 0, time.UTC)
 
-func readEvent[T any](t *testing.T, name string) T {
+func readEvent[T any](t testing.TB, name string) T {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "events", name))
 	if err != nil {

@@ -1,0 +1,73 @@
+package awslambda_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+// benchHandler is the full /ping or /status path as Lambda runs it: a v2
+// event through awslambda.HTTP (httpadapter.NewV2 + ProxyWithContext), the
+// API, and a store in the given journal mode.
+func benchHandler(b *testing.B, mode string) awslambda.HTTPHandler {
+	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(b.TempDir(), "bench.db"), JournalMode: mode})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return awslambda.HTTP(httpapi.New(httpapi.Options{
+		Store:     s,
+		Policy:    limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute},
+		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
+		Caller:    awslambda.Caller,
+		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	}))
+}
+
+func benchInvoke(b *testing.B, h awslambda.HTTPHandler, e events.APIGatewayV2HTTPRequest, keys []string, want int) {
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "bench"})
+	b.ResetTimer()
+	for i := range b.N {
+		e.Headers["x-client-key"] = keys[i%len(keys)]
+		resp, err := h(ctx, e)
+		if err != nil || resp.StatusCode != want {
+			b.Fatalf("%d %v %s", resp.StatusCode, err, resp.Body)
+		}
+	}
+}
+
+var benchKeys = []string{"client-0", "client-1", "client-2", "client-3", "client-4", "client-5", "client-6", "client-7"}
+
+// BenchmarkPingHandler is one /ping decision end to end, minus the network.
+func BenchmarkPingHandler(b *testing.B) {
+	for _, mode := range []string{"DELETE", "WAL"} {
+		b.Run(mode, func(b *testing.B) {
+			e := readEvent[events.APIGatewayV2HTTPRequest](b, "ping.json")
+			benchInvoke(b, benchHandler(b, mode), e, benchKeys, 200)
+		})
+	}
+}
+
+// BenchmarkStatusHandler is one /status read end to end.
+func BenchmarkStatusHandler(b *testing.B) {
+	for _, mode := range []string{"DELETE", "WAL"} {
+		b.Run(mode, func(b *testing.B) {
+			h := benchHandler(b, mode)
+			ping := readEvent[events.APIGatewayV2HTTPRequest](b, "ping.json")
+			benchInvoke(b, h, ping, []string{"alice"}, 200)
+			e := readEvent[events.APIGatewayV2HTTPRequest](b, "status.json")
+			benchInvoke(b, h, e, []string{"ignored"}, 200)
+		})
+	}
+}
