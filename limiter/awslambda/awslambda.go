@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -48,10 +50,20 @@ func HTTP(h http.Handler) HTTPHandler {
 
 type rawHeadersKey struct{}
 
+// lowerKeys indexes headers by lower-case name. API Gateway sends names in
+// lower case already; a hand-made event may spell one name two ways, and
+// then the values are joined with commas, in the order of the spellings, as
+// API Gateway joins repeated headers, rather than one picked at random.
 func lowerKeys(h map[string]string) map[string]string {
+	names := slices.Sorted(maps.Keys(h))
 	out := make(map[string]string, len(h))
-	for k, v := range h {
-		out[strings.ToLower(k)] = v
+	for _, k := range names {
+		lk := strings.ToLower(k)
+		if v, ok := out[lk]; ok {
+			out[lk] = v + "," + h[k]
+		} else {
+			out[lk] = h[k]
+		}
 	}
 	return out
 }

@@ -249,3 +249,15 @@ func TestPruneNeverUsesATimeLaterThanTheClock(t *testing.T) {
 		}
 	}
 }
+
+func TestHeaderSpelledTwoWaysIsJoinedNotPickedAtRandom(t *testing.T) {
+	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+	e := readEvent[events.APIGatewayV2HTTPRequest](t, "ping.json")
+	delete(e.Headers, "x-client-key")
+	e.Headers["X-Client-Key"], e.Headers["x-client-key"] = "upper", "lower"
+	for range 3 { // the limit: each answer is a 200 that names the key
+		if b := body(t, f.invoke(t, e)); b["key"] != "upper,lower" {
+			t.Fatalf("key = %v, want upper,lower every time", b["key"])
+		}
+	}
+}

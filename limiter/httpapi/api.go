@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ft251/ratelimit/limiter"
 )
@@ -111,7 +112,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch {
 	case !ok:
-		err = problem(http.StatusNotFound, TypeBlank, "No route for "+r.URL.Path+".")
+		err = problem(http.StatusNotFound, TypeBlank, "No route for "+truncate(r.URL.Path, 200)+".")
 	case r.Method != http.MethodGet:
 		p := problem(http.StatusMethodNotAllowed, TypeBlank, r.URL.Path+" accepts GET only.")
 		p.header.Set("Allow", http.MethodGet)
@@ -163,4 +164,15 @@ func newRequestID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

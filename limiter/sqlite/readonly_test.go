@@ -3,53 +3,15 @@ package sqlite_test
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
-
-// TestMain lets the test binary double as a writer process that the tests
-// kill in the middle of a transaction.
-func TestMain(m *testing.M) {
-	if path := os.Getenv("RATELIMIT_CRASHING_WRITER"); path != "" {
-		crashingWriter(path)
-		return
-	}
-	os.Exit(m.Run())
-}
-
-// crashingWriter opens the database as the store does, starts a write
-// transaction big enough to spill changed pages into the database file
-// (which makes the journal hot), says so, and waits to be killed.
-func crashingWriter(path string) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)&_pragma=synchronous(FULL)&_pragma=cache_size(10)&_txlock=immediate")
-	if err != nil {
-		panic(err)
-	}
-	db.SetMaxOpenConns(1)
-	tx, err := db.Begin()
-	if err != nil {
-		panic(err)
-	}
-	if _, err := tx.Exec(`UPDATE rate_limit_windows SET count = count + 1000`); err != nil {
-		panic(err)
-	}
-	for i := range 2000 {
-		if _, err := tx.Exec(`INSERT INTO api_calls (key, window_start, called_at, route, request_id) VALUES ('crash', '', '', '', ?)`, strings.Repeat("x", 200)+fmt.Sprint(i)); err != nil {
-			panic(err)
-		}
-	}
-	fmt.Println("spilled")
-	select {}
-}
 
 func readOnlyConfig(path string) limiter.StoreConfig {
 	cfg := storeConfig(path)

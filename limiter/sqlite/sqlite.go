@@ -273,13 +273,10 @@ func (s *Store) wrap(op string, err error) error {
 }
 
 // code is the primary SQLite result code of err, or 0.
-func code(err error) int { return extendedCode(err) & 0xff }
-
-// extendedCode is the extended SQLite result code of err, or 0.
-func extendedCode(err error) int {
+func code(err error) int {
 	var e *sqlite.Error
 	if errors.As(err, &e) {
-		return e.Code()
+		return e.Code() & 0xff
 	}
 	return 0
 }

@@ -103,13 +103,15 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 // holds the lock, until the budget or ctx runs out. Errors come back
 // wrapped, with op and the path (see wrap).
 //
-// When a write finds that the file was deleted or replaced since it was
-// opened (SQLITE_READONLY_DBMOVED, raised before anything is written), the
-// handle is dropped and the call tried once more on a fresh one. Any other
-// sign that the file is in trouble drops the handle for the next call.
+// When a write finds it cannot write (SQLITE_READONLY: the file was deleted
+// or replaced since it was opened, or was read-only when it was opened, and
+// SQLite raises it before anything is written), the handle is dropped and
+// the call tried once more on a fresh one, so the first request after such
+// a fault clears succeeds. Any other sign that the file is in trouble drops
+// the handle for the next call.
 func (s *Store) do(ctx context.Context, now time.Time, op string, fn func(*handle) error) error {
 	start := time.Now()
-	moved := false
+	reopened := false
 	for {
 		h, err := s.handle(ctx, now)
 		if err == nil {
@@ -120,8 +122,8 @@ func (s *Store) do(ctx context.Context, now time.Time, op string, fn func(*handl
 		}
 		if h != nil && needsReopen(err) {
 			s.drop(h)
-			if extendedCode(err) == sqlite3.SQLITE_READONLY_DBMOVED && !moved {
-				moved = true
+			if code(err) == sqlite3.SQLITE_READONLY && !reopened {
+				reopened = true
 				continue
 			}
 		}
