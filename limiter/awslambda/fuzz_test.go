@@ -1,0 +1,242 @@
+// Fuzz these for real with:
+//
+//	go test -fuzz=FuzzPingEvent -fuzztime=60s ./limiter/awslambda/
+//	go test -fuzz=FuzzStatusEvent -fuzztime=60s ./limiter/awslambda/
+//
+// With Go 1.26 a timed run can end in a bare "context deadline exceeded" with
+// no failing input written: a race in the fuzzing coordinator at the end of
+// -fuzztime (golang/go#75804), not a finding. A count such as
+// -fuzztime=100000x does not race.
+//
+// A plain `go test ./limiter/awslambda/` runs the seeds: every fixture in
+// events/, and the odd events in testdata/fuzz/FuzzPingEvent and
+// testdata/fuzz/FuzzStatusEvent.
+
+package awslambda_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+// eventTarget is one Lambda function as its main.go wires it, on a real
+// SQLite store opened once per fuzz target rather than per input.
+type eventTarget struct {
+	route   string
+	handler awslambda.HTTPHandler
+	// db is a second, read-only connection to the store's file, kept open
+	// for good so that PRAGMA data_version compares like with like.
+	db *sql.DB
+}
+
+// newEventTarget builds the function serving route. The ping function writes
+// through its own store; the status function, as in production, reads through
+// a read-only store a file that a writer created and gave some counts.
+func newEventTarget(f *testing.F, route string) *eventTarget {
+	f.Helper()
+	cfg := limiter.StoreConfig{Path: filepath.Join(f.TempDir(), "rl.db"), BusyTimeout: 5 * time.Second}
+	writer, err := sqlite.Open(context.Background(), cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { writer.Close() })
+	policy := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+	store := writer
+	if route == httpapi.RouteStatus {
+		for _, key := range []string{"alice", "alice", "clé 鍵", "a,b"} {
+			if _, err := writer.Allow(context.Background(), limiter.Attempt{Policy: policy, Key: key, Now: fixtureNow}); err != nil {
+				f.Fatal(err)
+			}
+		}
+		cfg.ReadOnly = true
+		if store, err = sqlite.Open(context.Background(), cfg); err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(func() { store.Close() })
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: writer.Path()}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		f.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	f.Cleanup(func() { db.Close() })
+	api := httpapi.New(httpapi.Options{
+		Store:     store,
+		Policy:    policy,
+		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
+		FailMode:  limiter.FailClosed,
+		Routes:    []string{route},
+		Now:       func() time.Time { return fixtureNow },
+		Caller:    awslambda.Caller,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	return &eventTarget{route: route, handler: awslambda.HTTP(api), db: db}
+}
+
+func (e *eventTarget) int(tb testing.TB, query string, args ...any) int64 {
+	tb.Helper()
+	var n int64
+	if err := e.db.QueryRow(query, args...).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// state is what a read must leave unchanged: the row counts, and SQLite's
+// data_version, which changes whenever another connection commits.
+type state struct{ windows, calls, version int64 }
+
+func (e *eventTarget) state(tb testing.TB) state {
+	tb.Helper()
+	return state{
+		windows: e.int(tb, `SELECT count(*) FROM rate_limit_windows`),
+		calls:   e.int(tb, `SELECT count(*) FROM api_calls`),
+		version: e.int(tb, `PRAGMA data_version`),
+	}
+}
+
+// addFixtures seeds f with every event in events/.
+func addFixtures(f *testing.F) {
+	names, err := filepath.Glob(filepath.Join("..", "..", "events", "*.json"))
+	if err != nil || len(names) == 0 {
+		f.Fatalf("no event fixtures: %v", err)
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// addOddEvents seeds f with events no fixture has. More, built from the
+// fixtures, are in testdata/fuzz.
+func addOddEvents(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `null`, `[]`, `"GET /ping"`, `{"rawPath":"/ping"}`, `{"rawPath":"/status","rawQueryString":"key=alice"}`,
+		`{"rawPath":"/ping","requestContext":null,"headers":null}`,
+		`{"rawPath":"/ping","requestContext":{"http":{"method":"get"}},"headers":{"X-Client-Key":"Bob"}}`,
+		`{"rawPath":"/ping","requestContext":{"http":{"method":"GET "}}}`,
+		`{"rawPath":"//ping","requestContext":{"http":{"method":"GET"}}}`,
+		`{"rawPath":"/ping?x","requestContext":{"http":{"method":"GET"}}}`,
+		`{"rawPath":"/ping%00","requestContext":{"http":{"method":"GET"}}}`,
+		`{"rawPath":"/ping","isBase64Encoded":true,"body":"%%%"}`,
+		`{"rawPath":"/ping","headers":{"x-client-key":"a\u0000b"}}`,
+		`{"rawPath":"/ping","headers":{"x-client-key":"\ud800"}}`,
+		`{"rawPath":"/status","rawQueryString":"key=%zz"}`,
+		`{"rawPath":"/status","queryStringParameters":{"key":"a,b"}}`,
+		`{"rawPath":"/ping","requestContext":{"domainName":"a:b"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+}
+
+// FuzzPingEvent feeds arbitrary API Gateway v2 events to the ping function.
+func FuzzPingEvent(f *testing.F) {
+	addFixtures(f)
+	addOddEvents(f)
+	fuzzEvents(f, newEventTarget(f, httpapi.RoutePing))
+}
+
+// FuzzStatusEvent feeds arbitrary API Gateway v2 events to the status
+// function, which must also never write.
+func FuzzStatusEvent(f *testing.F) {
+	addFixtures(f)
+	addOddEvents(f)
+	fuzzEvents(f, newEventTarget(f, httpapi.RouteStatus))
+}
+
+// fuzzEvents checks that whatever event the Lambda runtime can decode, the
+// function answers with an HTTP response and never an invocation error: a
+// status in 200..599 (and, with a healthy store, never 5xx), a Content-Type,
+// and a JSON object body; a problem carries type, title, and status equal to
+// the response's; a 200 from /ping names a valid key with a count of at least
+// one; a 429 says when to retry.
+func fuzzEvents(f *testing.F, target *eventTarget) {
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "fuzz"})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var e events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Skip("the Lambda runtime rejects events that do not decode, before the handler")
+		}
+		before := target.state(t)
+		resp, err := target.handler(ctx, e)
+		if err != nil {
+			t.Fatalf("invocation error %v for event %s", err, raw)
+		}
+		if resp.StatusCode < 200 || resp.StatusCode > 599 {
+			t.Fatalf("status %d for event %s", resp.StatusCode, raw)
+		}
+		if resp.StatusCode >= 500 {
+			t.Fatalf("status %d with a healthy store, for event %s: %s", resp.StatusCode, raw, resp.Body)
+		}
+		ct := header(resp, "Content-Type")
+		if ct == "" {
+			t.Fatalf("no Content-Type in %v, for event %s", resp.Headers, raw)
+		}
+		var b map[string]any
+		if resp.IsBase64Encoded || json.Unmarshal([]byte(resp.Body), &b) != nil || b == nil {
+			t.Fatalf("body %q (base64: %t) is not a JSON object, for event %s", resp.Body, resp.IsBase64Encoded, raw)
+		}
+		switch ct {
+		case "application/problem+json":
+			typ, _ := b["type"].(string)
+			title, _ := b["title"].(string)
+			if typ == "" || title == "" || b["status"] != float64(resp.StatusCode) {
+				t.Fatalf("problem %v with status %d, for event %s", b, resp.StatusCode, raw)
+			}
+		case "application/json":
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d with a non-problem body %s, for event %s", resp.StatusCode, resp.Body, raw)
+			}
+			key, _ := b["key"].(string)
+			count, ok := b["count"].(float64)
+			if err := limiter.ValidKey(key); err != nil || !ok || count != float64(int64(count)) || count < 0 {
+				t.Fatalf("200 body %s: key %v, count %v, for event %s", resp.Body, err, b["count"], raw)
+			}
+			if target.route == httpapi.RoutePing {
+				if count < 1 {
+					t.Fatalf("/ping 200 with count %v, for event %s", count, raw)
+				}
+				x := strings.ToUpper(hex.EncodeToString([]byte(key)))
+				if n := target.int(t, `SELECT count FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = '2026-01-01T00:00:00Z'`, x); float64(n) != count {
+					t.Fatalf("/ping 200 for key %q with count %v, but the store has %d", key, count, n)
+				}
+			}
+		default:
+			t.Fatalf("Content-Type %q, for event %s", ct, raw)
+		}
+		if resp.StatusCode == 429 {
+			if ra, err := strconv.Atoi(header(resp, "Retry-After")); err != nil || ra < 1 {
+				t.Fatalf("429 with Retry-After %q, for event %s", header(resp, "Retry-After"), raw)
+			}
+		}
+		if target.route == httpapi.RouteStatus {
+			if after := target.state(t); after != before {
+				t.Fatalf("the status function wrote: %+v -> %+v, for event %s", before, after, raw)
+			}
+		}
+	})
+}

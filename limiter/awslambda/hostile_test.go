@@ -1,0 +1,223 @@
+package awslambda_test
+
+import (
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+)
+
+// readDB opens a second, read-only connection to the fixture's database.
+func (f *lambdaFixture) readDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: f.store.Path()}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func dbInt(t *testing.T, db *sql.DB, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// pingEvent is the ping fixture with its own copy of the headers, changed by
+// set (name, value pairs).
+func pingEvent(t *testing.T, set ...string) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	e := readEvent[events.APIGatewayV2HTTPRequest](t, "ping.json")
+	e.Headers = maps.Clone(e.Headers)
+	for i := 0; i+1 < len(set); i += 2 {
+		e.Headers[set[i]] = set[i+1]
+	}
+	return e
+}
+
+// statusEvent is the status fixture asking for key, URL-encoded in the raw
+// query string as API Gateway passes it on.
+func statusEvent(t *testing.T, key string) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	e := readEvent[events.APIGatewayV2HTTPRequest](t, "status.json")
+	e.RawQueryString = "key=" + url.QueryEscape(key)
+	e.QueryStringParameters = map[string]string{"key": key}
+	return e
+}
+
+// TestHostileKeysThroughTheAdapter sends keys that the proxy could split,
+// that are at the byte limit, that are not ASCII, or that look like SQL, as
+// the raw X-Client-Key of an API Gateway event. Each is counted under exactly
+// its bytes and reads back through /status.
+func TestHostileKeysThroughTheAdapter(t *testing.T) {
+	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+	db := f.readDB(t)
+	keys := []struct{ name, key string }{
+		{"comma", "a,b"}, {"comma and space", "a, b"}, {"spaces around commas", " a , b "},
+		{"empty element", "a,,b"}, {"only a comma", ","}, {"four elements", "a,b,c,d"}, // the proxy splits all of these
+		{"256 ASCII bytes", strings.Repeat("k", 256)}, {"64 four-byte runes", strings.Repeat("🔑", 64)},
+		{"85 three-byte runes and one byte", strings.Repeat("鍵", 85) + "k"},
+		{"emoji", "🔑🦀"}, {"emoji joined by ZWJ", "👨\u200d👩\u200d👧"}, {"CJK", "鍵の持ち主"}, {"Arabic", "مفتاح"},
+		{"right-to-left override", "\u202egnp.exe"}, {"combining accent (NFD)", "e\u0301"}, {"precomposed (NFC)", "\u00e9"},
+		{"SQL drop", "'; DROP TABLE rate_limit_windows; --"}, {"SQL or", "' OR '1'='1"},
+	}
+	for _, tc := range keys {
+		key := tc.key
+		t.Run(tc.name, func(t *testing.T) {
+			resp := f.invoke(t, pingEvent(t, "x-client-key", key))
+			if b := body(t, resp); resp.StatusCode != 200 || b["key"] != key || b["count"] != float64(1) {
+				t.Fatalf("ping: %d %v, want 200 for key %q with count 1", resp.StatusCode, b, key)
+			}
+			x := strings.ToUpper(hex.EncodeToString([]byte(key)))
+			if n := dbInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE hex(key) = ?1 AND count = 1`, x); n != 1 {
+				t.Errorf("%d counter rows hold the key's bytes, want 1", n)
+			}
+			resp = f.invoke(t, statusEvent(t, key))
+			if b := body(t, resp); resp.StatusCode != 200 || b["key"] != key || b["count"] != float64(1) {
+				t.Errorf("status: %d %v, want key %q with count 1", resp.StatusCode, b, key)
+			}
+			// Only queryStringParameters, as a hand-made event may have them.
+			e := statusEvent(t, key)
+			e.RawQueryString = ""
+			if b := body(t, f.invoke(t, e)); b["key"] != key || b["count"] != float64(1) {
+				t.Errorf("status from queryStringParameters: %v, want key %q with count 1", b, key)
+			}
+		})
+	}
+	if n := dbInt(t, db, `SELECT count(*) FROM rate_limit_windows`); n != int64(len(keys)) {
+		t.Errorf("%d counter rows, want one per key: %d", n, len(keys))
+	}
+	for _, key := range []string{strings.Repeat("k", 257), (strings.Repeat("k", 254) + "🔑")[:256], "a\x00b", "a\r\nb"} {
+		resp := f.invoke(t, pingEvent(t, "x-client-key", key))
+		if b := body(t, resp); resp.StatusCode != 400 || b["type"] != httpapi.TypeInvalidKey {
+			t.Errorf("key %q: %d %v, want a 400 invalid-client-key problem", key, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestCommaKeyIsOneKeyLocallyAndBehindAPIGateway runs the local handler and
+// the Lambda adapter on one store: duplicate headers sent locally, a key
+// with a comma locally, and the same key behind API Gateway (which joins
+// duplicates with commas) all count against one key.
+func TestCommaKeyIsOneKeyLocallyAndBehindAPIGateway(t *testing.T) {
+	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+	local := httpapi.New(httpapi.Options{
+		Store: f.store, Policy: limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute},
+		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Now: func() time.Time { return fixtureNow }, Logger: slog.New(slog.DiscardHandler),
+	})
+	r := httptest.NewRequest("GET", "/ping", nil)
+	r.Header.Add("X-Client-Key", "a")
+	r.Header.Add("X-Client-Key", "b")
+	w := httptest.NewRecorder()
+	local.ServeHTTP(w, r)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"key":"a,b","count":1`) {
+		t.Fatalf("local duplicates: %d %s", w.Code, w.Body)
+	}
+	r = httptest.NewRequest("GET", "/ping", nil)
+	r.Header.Set("X-Client-Key", "a,b")
+	w = httptest.NewRecorder()
+	local.ServeHTTP(w, r)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"key":"a,b","count":2`) {
+		t.Fatalf("local a,b: %d %s", w.Code, w.Body)
+	}
+	resp := f.invoke(t, pingEvent(t, "x-client-key", "a,b"))
+	if b := body(t, resp); resp.StatusCode != 200 || b["key"] != "a,b" || b["count"] != float64(3) {
+		t.Errorf("behind API Gateway: %d %v, want key a,b with count 3", resp.StatusCode, b)
+	}
+}
+
+// TestOversizedEventsAreAnswered sends events with 1 MB parts. A 1 MB key is
+// a 400 that neither echoes nor logs the key; 1 MB anywhere else is
+// handled as usual.
+func TestOversizedEventsAreAnswered(t *testing.T) {
+	const mb = 1 << 20
+	big := strings.Repeat("v", mb)
+	for _, tc := range []struct {
+		name   string
+		change func(e *events.APIGatewayV2HTTPRequest)
+		status int
+	}{
+		{"X-Client-Key", func(e *events.APIGatewayV2HTTPRequest) { e.Headers["x-client-key"] = big }, 400},
+		{"X-Client-Key made of commas", func(e *events.APIGatewayV2HTTPRequest) { e.Headers["x-client-key"] = strings.Repeat(",", mb) }, 400},
+		{"another header", func(e *events.APIGatewayV2HTTPRequest) { e.Headers["x-junk"] = big }, 200},
+		{"X-Forwarded-For the proxy splits 100,000 ways", func(e *events.APIGatewayV2HTTPRequest) {
+			e.Headers["x-forwarded-for"] = strings.Repeat("1.2.3.4, ", mb/10)
+		}, 200},
+		{"User-Agent, a single-value header", func(e *events.APIGatewayV2HTTPRequest) { e.Headers["user-agent"] = big }, 200},
+		{"a cookie", func(e *events.APIGatewayV2HTTPRequest) { e.Cookies = []string{"c=" + big} }, 200},
+		{"the proxy context header", func(e *events.APIGatewayV2HTTPRequest) { e.Headers["x-golambdaproxy-apigw-context"] = big }, 200},
+		{"a base64 body", func(e *events.APIGatewayV2HTTPRequest) {
+			e.IsBase64Encoded, e.Body = true, base64.StdEncoding.EncodeToString([]byte(big))
+		}, 200},
+		{"the query string", func(e *events.APIGatewayV2HTTPRequest) { e.RawQueryString = "x=" + big }, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+			e := pingEvent(t)
+			tc.change(&e)
+			resp := f.invoke(t, e)
+			b := body(t, resp)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("%d %.200s, want %d", resp.StatusCode, resp.Body, tc.status)
+			}
+			if tc.status == 400 && (b["type"] != httpapi.TypeInvalidKey || header(resp, "Content-Type") != "application/problem+json") {
+				t.Errorf("400 body %v, want an invalid-client-key problem", b)
+			}
+			if tc.status == 200 && b["key"] != "alice" {
+				t.Errorf("key %v, want alice", b["key"])
+			}
+			if len(resp.Body) > 4096 || f.logs.Len() > 4096 {
+				t.Errorf("the answer (%d bytes) or the log (%d bytes) carries the oversized part", len(resp.Body), f.logs.Len())
+			}
+		})
+	}
+}
+
+// TestForgedProxyContextHeaderIsIgnoredEverywhere extends
+// TestSourceIPComesFromTheRequestContext: a client's
+// X-GoLambdaProxy-ApiGw-Context header, in any spelling, sets neither the
+// request id the audit row and the log record, nor JWT claims.
+func TestForgedProxyContextHeaderIsIgnoredEverywhere(t *testing.T) {
+	forged := `{"requestId":"forged","http":{"sourceIp":"10.9.9.9"},"authorizer":{"jwt":{"claims":{"sub":"admin"}}}}`
+	for _, name := range []string{"x-golambdaproxy-apigw-context", "X-GoLambdaProxy-ApiGw-Context", "X-GOLAMBDAPROXY-APIGW-CONTEXT"} {
+		t.Run(name, func(t *testing.T) {
+			f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+			resp := f.invoke(t, pingEvent(t, name, forged))
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+			}
+			db := f.readDB(t)
+			if n := dbInt(t, db, `SELECT count(*) FROM api_calls WHERE request_id = 'Qx1aBc2dIAMEVxQ='`); n != 1 {
+				t.Errorf("%d audit rows with API Gateway's request id, want 1", n)
+			}
+			if n := dbInt(t, db, `SELECT count(*) FROM api_calls WHERE request_id != 'Qx1aBc2dIAMEVxQ='`); n != 0 {
+				t.Errorf("%d audit rows with another request id", n)
+			}
+			if !strings.Contains(f.logs.String(), `"request_id":"Qx1aBc2dIAMEVxQ="`) || strings.Contains(f.logs.String(), "forged") {
+				t.Errorf("log: %s", f.logs)
+			}
+
+			claims := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: "sub"})
+			resp = claims.invoke(t, pingEvent(t, name, forged))
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("claim key source with forged claims: %d %s, want 401", resp.StatusCode, resp.Body)
+			}
+		})
+	}
+}
