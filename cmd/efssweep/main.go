@@ -1,0 +1,212 @@
+// Command efssweep measures the rate limiter on a model of EFS: for each
+// per-operation latency it mounts cmd/latencyfs, runs cmd/loadtest for each
+// number of processes (Lambda execution environments) on one database file
+// on the mount, reads the file-system operations each decision made, and
+// writes the results as JSON and a chart of decisions/s against latency.
+//
+//	sudo go run ./cmd/efssweep                       # as root: it mounts FUSE
+//	go run ./cmd/efssweep -latencies 0,500us,2.7ms -procs 1,2,4,8 -duration 10s \
+//	    -json docs/efs-sweep.json -png docs/efs-throughput.png
+//
+// A latency is either one duration for every operation or READ/WRITE, such
+// as 250us/2.7ms, for read-class and write-class operations apart. Each
+// process runs one client, as a Lambda execution environment serves one
+// request at a time.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// point is one measurement: a latency model and a number of processes.
+type point struct {
+	Latency       string             `json:"latency"`
+	ReadLatency   time.Duration      `json:"read_latency_ns"`
+	WriteLatency  time.Duration      `json:"write_latency_ns"`
+	Procs         int                `json:"procs"`
+	Clients       int                `json:"clients"`
+	BusyHandler   string             `json:"busy_handler"`
+	Decisions     int64              `json:"decisions"`
+	PerSecond     float64            `json:"decisions_per_s"`
+	P50           time.Duration      `json:"p50_ns"`
+	P99           time.Duration      `json:"p99_ns"`
+	Max           time.Duration      `json:"max_ns"`
+	TimedOut      int64              `json:"timed_out"`
+	Errors        int64              `json:"errors"`
+	MinPerProc    int64              `json:"min_per_proc"`
+	MaxPerProc    int64              `json:"max_per_proc"`
+	Exact         bool               `json:"exact"`
+	OpsPerDecison float64            `json:"fs_ops_per_decision"`
+	OpsByKind     map[string]float64 `json:"fs_ops_by_kind_per_decision"`
+}
+
+func main() {
+	latencies := flag.String("latencies", "0,500us,2.7ms", "comma-separated latency models: D, or READ/WRITE")
+	procs := flag.String("procs", "1,2,4,8", "comma-separated process counts")
+	clients := flag.Int("clients", 1, "clients per process")
+	duration := flag.Duration("duration", 10*time.Second, "load per run")
+	keys := flag.Int("keys", 16, "distinct client keys")
+	limit := flag.Int64("limit", 100, "RATE_LIMIT")
+	busy := flag.Duration("busy", 3*time.Second, "BUSY_TIMEOUT")
+	handler := flag.String("busy-handler", "store", "store or sqlite")
+	jsonOut := flag.String("json", "", "write results as JSON lines here")
+	pngOut := flag.String("png", "", "draw decisions/s against latency here")
+	flag.Parse()
+
+	work, err := os.MkdirTemp("", "efssweep-")
+	check(err)
+	defer os.RemoveAll(work)
+	bins := build(work)
+
+	var results []point
+	for _, model := range strings.Split(*latencies, ",") {
+		rd, wr, err := parseModel(model)
+		check(err)
+		m := mount(bins["latencyfs"], work, rd, wr)
+		for _, p := range strings.Split(*procs, ",") {
+			pt := point{Latency: model, ReadLatency: rd, WriteLatency: wr, BusyHandler: *handler}
+			m.reset()
+			out := run(bins["loadtest"], "-json", "-db", filepath.Join(m.dir, "ratelimit.db"), "-procs", p,
+				"-clients", strconv.Itoa(*clients), "-keys", strconv.Itoa(*keys), "-duration", duration.String(),
+				"-limit", strconv.FormatInt(*limit, 10), "-busy", busy.String(), "-busy-handler", *handler)
+			check(json.Unmarshal(out, &pt))
+			ops := m.stats()
+			pt.OpsByKind = map[string]float64{}
+			for k, n := range ops.Ops {
+				if n > 0 && pt.Decisions > 0 {
+					pt.OpsByKind[k] = float64(n) / float64(pt.Decisions)
+				}
+			}
+			if pt.Decisions > 0 {
+				pt.OpsPerDecison = float64(ops.ReadClass+ops.WriteClass) / float64(pt.Decisions)
+			}
+			fmt.Printf("latency=%-12s procs=%-2d decisions/s=%7.1f p50=%-10v p99=%-10v max=%-10v per proc %d..%d  fs ops/decision=%.1f timed out=%d exact=%v\n",
+				model, pt.Procs, pt.PerSecond, pt.P50.Round(time.Microsecond), pt.P99.Round(time.Microsecond), pt.Max.Round(time.Microsecond),
+				pt.MinPerProc, pt.MaxPerProc, pt.OpsPerDecison, pt.TimedOut, pt.Exact)
+			results = append(results, pt)
+		}
+		m.unmount()
+	}
+	if *jsonOut != "" {
+		var b bytes.Buffer
+		for _, r := range results {
+			json.NewEncoder(&b).Encode(r)
+		}
+		check(os.WriteFile(*jsonOut, b.Bytes(), 0o644))
+	}
+	if *pngOut != "" {
+		check(plotThroughput(results, *pngOut))
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "efssweep:", err)
+		os.Exit(1)
+	}
+}
+
+// parseModel reads "D" or "READ/WRITE".
+func parseModel(s string) (rd, wr time.Duration, err error) {
+	r, w, split := strings.Cut(s, "/")
+	if rd, err = time.ParseDuration(r); err != nil && r == "0" {
+		err = nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("latency %q: %w", s, err)
+	}
+	if !split {
+		return rd, rd, nil
+	}
+	wr, err = time.ParseDuration(w)
+	return rd, wr, err
+}
+
+// build compiles the tools the sweep runs, so that no `go run` overhead
+// lands inside a measurement.
+func build(dir string) map[string]string {
+	bins := map[string]string{}
+	for _, name := range []string{"latencyfs", "loadtest"} {
+		bins[name] = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", bins[name], "./cmd/"+name)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		check(cmd.Run())
+	}
+	return bins
+}
+
+func run(bin string, args ...string) []byte {
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	// loadtest exits 1 when a count is not exact; the row says so.
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
+		check(err)
+	}
+	return out
+}
+
+type mounted struct {
+	cmd   *exec.Cmd
+	dir   string
+	stats func() fsStats
+	reset func()
+}
+
+type fsStats struct {
+	Ops        map[string]int64 `json:"ops"`
+	ReadClass  int64            `json:"read_class"`
+	WriteClass int64            `json:"write_class"`
+}
+
+// mount starts latencyfs over a fresh directory and waits until its stats
+// endpoint answers, which it does once the mount is up.
+func mount(bin, work string, rd, wr time.Duration) *mounted {
+	root, err := os.MkdirTemp(work, "root-")
+	check(err)
+	mnt := root + ".mnt"
+	addr := "127.0.0.1:" + strconv.Itoa(7070+os.Getpid()%1000)
+	cmd := exec.Command(bin, "-root", root, "-mnt", mnt, "-read-latency", rd.String(), "-write-latency", wr.String(), "-stats-addr", addr)
+	cmd.Stderr = io.Discard
+	check(cmd.Start())
+	m := &mounted{cmd: cmd, dir: mnt}
+	m.stats = func() fsStats {
+		resp, err := http.Get("http://" + addr + "/stats")
+		check(err)
+		defer resp.Body.Close()
+		var s fsStats
+		check(json.NewDecoder(resp.Body).Decode(&s))
+		return s
+	}
+	m.reset = func() {
+		resp, err := http.Post("http://"+addr+"/reset", "", nil)
+		check(err)
+		resp.Body.Close()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if resp, err := http.Get("http://" + addr + "/stats"); err == nil {
+			resp.Body.Close()
+			return m
+		}
+		if time.Now().After(deadline) {
+			check(fmt.Errorf("latencyfs did not come up on %s", addr))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (m *mounted) unmount() {
+	m.cmd.Process.Signal(os.Interrupt)
+	m.cmd.Wait()
+}
