@@ -56,6 +56,7 @@ type options struct {
 	via      string
 	handler  string
 	keep     bool
+	backlog  int
 	worker   int
 	jsonOut  bool
 }
@@ -76,7 +77,8 @@ func main() {
 	flag.StringVar(&o.handler, "busy-handler", "store", "who waits for the lock: store (fair, the default) or sqlite (SQLite's busy handler)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database between runs")
 	flag.BoolVar(&o.jsonOut, "json", false, "print rows as JSON lines instead of a table")
-	flag.IntVar(&o.worker, "worker", -1, "internal: run as worker process N")
+	flag.IntVar(&o.backlog, "prune-backlog", 0, "seed this many expired windows and prune them from another process during the run")
+	flag.IntVar(&o.worker, "worker", -1, "internal: run as worker process N (-2: the pruner)")
 	flag.Parse()
 	for _, p := range strings.Split(procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
@@ -84,6 +86,12 @@ func main() {
 			fatal(fmt.Errorf("-procs: %q is not a positive number", p))
 		}
 		o.procs = append(o.procs, n)
+	}
+	if o.worker == -2 {
+		if err := pruner(o); err != nil {
+			fatal(err)
+		}
+		return
 	}
 	if o.worker >= 0 {
 		if err := worker(o); err != nil {
@@ -198,6 +206,36 @@ func worker(o options) error {
 	return json.NewEncoder(os.Stdout).Encode(total)
 }
 
+// pruneResult is what the pruner process reports.
+type pruneResult struct {
+	Deleted int64         `json:"deleted"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Batches int64         `json:"batches"`
+	Longest time.Duration `json:"longest_batch_ns"`
+}
+
+// pruner runs in its own process, as the scheduled prune function would:
+// a tenth into the run it prunes the seeded backlog once.
+func pruner(o options) error {
+	store, err := sqlite.Open(context.Background(), o.storeConfig())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	time.Sleep(o.duration / 10)
+	start := time.Now()
+	p, err := store.Prune(context.Background(), time.Now(), time.Time{})
+	if err != nil {
+		return err
+	}
+	st := store.Stats()
+	return json.NewEncoder(os.Stdout).Encode(pruneResult{Deleted: p.Windows, Elapsed: time.Since(start), Batches: st.Writes, Longest: st.LongestWrite})
+}
+
 func (r *result) add(o result) {
 	r.Decisions += o.Decisions
 	r.Allowed += o.Allowed
@@ -273,6 +311,7 @@ type row struct {
 	Exact      bool          `json:"exact"`
 	Mismatches []string      `json:"mismatches,omitempty"`
 	FirstError string        `json:"first_error,omitempty"`
+	Prune      *pruneResult  `json:"prune,omitempty"`
 }
 
 // run starts procs worker processes on one fresh database, lets them drive
@@ -292,6 +331,11 @@ func run(o options, procs int) (row, error) {
 		return row{}, err
 	}
 	s.Close()
+	if o.backlog > 0 {
+		if err := seedBacklog(o); err != nil {
+			return row{}, err
+		}
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -302,9 +346,17 @@ func run(o options, procs int) (row, error) {
 		stdin io.WriteCloser
 		out   *bufio.Reader
 	}
-	ps := make([]proc, procs)
+	n := procs
+	if o.backlog > 0 {
+		n++ // the last one prunes
+	}
+	ps := make([]proc, n)
 	for i := range ps {
-		cmd := exec.Command(self, "-worker", strconv.Itoa(i), "-db", o.db, "-clients", strconv.Itoa(o.clients),
+		id := i
+		if i == procs {
+			id = -2
+		}
+		cmd := exec.Command(self, "-worker", strconv.Itoa(id), "-db", o.db, "-clients", strconv.Itoa(o.clients),
 			"-keys", strconv.Itoa(o.keys), "-duration", o.duration.String(), "-limit", strconv.FormatInt(o.limit, 10),
 			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via, "-busy-handler", o.handler)
 		cmd.Stderr = os.Stderr
@@ -325,6 +377,14 @@ func run(o options, procs int) (row, error) {
 	}
 	total := result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}}
 	r := row{Procs: procs, Clients: o.clients, Keys: o.keys, MinPerProc: -1}
+	if o.backlog > 0 {
+		r.Prune = &pruneResult{}
+		if err := json.NewDecoder(ps[procs].out).Decode(r.Prune); err != nil {
+			return row{}, fmt.Errorf("pruner: %w", err)
+		}
+		ps[procs].cmd.Wait()
+		ps = ps[:procs]
+	}
 	for i, p := range ps {
 		var res result
 		if err := json.NewDecoder(p.out).Decode(&res); err != nil {
@@ -345,6 +405,20 @@ func run(o options, procs int) (row, error) {
 	r.Windows, r.Mismatches, err = check(o, total)
 	r.Exact = err == nil && len(r.Mismatches) == 0
 	return r, err
+}
+
+// seedBacklog writes o.backlog windows that expired long ago, for the
+// pruner to delete while the workers decide.
+func seedBacklog(o options) error {
+	db, err := sql.Open("sqlite", "file:"+o.db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?1 - 1)
+INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)
+SELECT printf('old%07d', i), '2020-01-01T00:00:00Z', 1, ?2 FROM n`, o.backlog, o.window)
+	return err
 }
 
 // check compares the database with what the workers counted: per key and
@@ -427,6 +501,10 @@ func printTable(w io.Writer, o options, rows []row) {
 		}
 		if r.FirstError != "" {
 			fmt.Fprintf(w, "  procs=%d first error: %s\n", r.Procs, r.FirstError)
+		}
+		if p := r.Prune; p != nil {
+			fmt.Fprintf(w, "  procs=%d: meanwhile another process pruned %d windows in %v, %d batches, the longest %v (decisions: p99 %v, max %v)\n",
+				r.Procs, p.Deleted, round(p.Elapsed), p.Batches, round(p.Longest), round(r.P99), round(r.Max))
 		}
 	}
 }

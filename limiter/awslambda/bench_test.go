@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,7 +22,15 @@ import (
 // event through awslambda.HTTP (httpadapter.NewV2 + ProxyWithContext), the
 // API, and a store in the given journal mode.
 func benchHandler(b *testing.B, mode string) awslambda.HTTPHandler {
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(b.TempDir(), "bench.db"), JournalMode: mode})
+	dir := b.TempDir()
+	if root := os.Getenv("RATELIMIT_BENCH_DIR"); root != "" { // a latencyfs mount, say
+		var err error
+		if dir, err = os.MkdirTemp(root, "bench-"); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(dir, "bench.db"), JournalMode: mode})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,6 +20,22 @@ import (
 
 var benchModes = []string{"DELETE", "WAL"}
 
+// BenchDir is a fresh directory for a benchmark's database: under
+// $RATELIMIT_BENCH_DIR when set, so that the benchmarks can run on a
+// latencyfs mount (a model of EFS), else in b.TempDir().
+func BenchDir(b *testing.B) string {
+	root := os.Getenv("RATELIMIT_BENCH_DIR")
+	if root == "" {
+		return b.TempDir()
+	}
+	dir, err := os.MkdirTemp(root, "bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // benchPolicy allows every attempt, so each decision writes the counter and
 // an audit row: the costlier path.
 var benchPolicy = limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute}
@@ -26,7 +43,7 @@ var benchPolicy = limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minu
 func benchStore(b *testing.B, mode string) *sqlite.Store {
 	b.Helper()
 	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{
-		Path: filepath.Join(b.TempDir(), "bench.db"), JournalMode: mode, BusyTimeout: 5 * time.Second,
+		Path: filepath.Join(BenchDir(b), "bench.db"), JournalMode: mode, BusyTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		b.Fatal(err)

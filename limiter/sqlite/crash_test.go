@@ -182,3 +182,58 @@ func TestKillNineMidTransaction(t *testing.T) {
 		t.Errorf("%d stored decisions nobody reported, more than one per killed process", extra)
 	}
 }
+
+// TestPruneUnderLoadFailsNoDecision prunes a backlog of 20,000 expired
+// windows from one handle while two others make decisions as fast as they
+// can: no decision fails, every count is exact, and the backlog is gone.
+func TestPruneUnderLoadFailsNoDecision(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	pruner := mustOpenAt(t, path)
+	if _, err := inspect(t, path).Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 19999)
+INSERT INTO rate_limit_windows (key, window_start, count, window_seconds) SELECT printf('old%05d', i), '2025-01-01T00:00:00Z', 1, 60 FROM n`); err != nil {
+		t.Fatal(err)
+	}
+	deciders := []*sqlite.Store{mustOpenAt(t, path), mustOpenAt(t, path)}
+	done := make(chan struct{})
+	var mu sync.Mutex
+	attempts := map[string]int64{}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		s := deciders[i%2]
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				key := fmt.Sprintf("k%d", rand.IntN(4))
+				if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: workerPolicy, Key: key, Now: t0}); err != nil {
+					t.Errorf("decision failed while pruning: %v", err)
+					return
+				}
+				mu.Lock()
+				attempts[key]++
+				mu.Unlock()
+			}
+		})
+	}
+	p, err := pruner.Prune(context.Background(), t0, time.Time{})
+	close(done)
+	wg.Wait()
+	if err != nil || p.Windows != 20000 {
+		t.Fatalf("prune = %+v, %v; want the 20,000 expired windows deleted", p, err)
+	}
+	db := inspect(t, path)
+	var total int64
+	for k, n := range attempts {
+		total += n
+		if got := queryInt(t, db, `SELECT count FROM rate_limit_windows WHERE key = ?`, k); got != n {
+			t.Errorf("%s: stored %d, want %d", k, got, n)
+		}
+	}
+	if n := queryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE key LIKE 'old%'`); n != 0 {
+		t.Errorf("%d expired windows left", n)
+	}
+	t.Logf("%d batches, the longest %v; %d decisions made meanwhile", pruner.Stats().Writes, pruner.Stats().LongestWrite, total)
+}

@@ -33,7 +33,8 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 )
 
 // Prune deletes expired counters and old audit rows in batches of
-// PruneBatch rows, one write transaction per batch.
+// PruneBatch rows, one write transaction per batch, pausing between batches
+// (see yield) so that decisions are not held up by more than about one.
 //
 // Counters are found by walking the primary key, PruneBatch rows per
 // transaction, and deleting those whose own window ended more than a window
@@ -59,6 +60,7 @@ func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) 
 		var n int64
 		var hiKey, hiStart string
 		last := false
+		began := time.Now()
 		// One batch: find where the next PruneBatch rows end, and delete
 		// the expired ones among them.
 		err := s.write(ctx, now, "prune windows", func(tx *sql.Tx, _ *handle) error {
@@ -83,7 +85,25 @@ func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) 
 		if last {
 			return deleted, nil
 		}
+		if err := yield(ctx, time.Since(began)); err != nil {
+			return deleted, s.wrap("prune windows", err)
+		}
 		loKey, loStart = hiKey, hiStart
+	}
+}
+
+// yield pauses a prune between batches for as long as the batch took, so
+// that decisions waiting for the lock, which poll at about the pace of their
+// own transactions, find it free: a prune holds the lock at most half the
+// time, and no decision waits for more than about one batch.
+func yield(ctx context.Context, batch time.Duration) error {
+	t := time.NewTimer(batch)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -105,6 +125,7 @@ func (s *Store) pruneAudit(ctx context.Context, now, before time.Time) (int64, e
 	var deleted int64
 	for {
 		var n int64
+		began := time.Now()
 		err := s.write(ctx, now, "prune audit", func(tx *sql.Tx, _ *handle) error {
 			res, err := tx.ExecContext(ctx, pruneAuditBatchSQL, boundary, PruneBatch)
 			if err == nil {
@@ -115,6 +136,9 @@ func (s *Store) pruneAudit(ctx context.Context, now, before time.Time) (int64, e
 		deleted += n
 		if err != nil || n < PruneBatch {
 			return deleted, err
+		}
+		if err := yield(ctx, time.Since(began)); err != nil {
+			return deleted, s.wrap("prune audit", err)
 		}
 	}
 }

@@ -52,10 +52,20 @@ type waiter struct {
 	// transactions hold the lock, in nanoseconds.
 	hold    atomic.Int64
 	retries atomic.Int64
+	// longest is the longest write transaction so far, in nanoseconds.
+	longest atomic.Int64
+	writes  atomic.Int64
 }
 
 // observe folds one transaction's lock hold time into the average.
 func (w *waiter) observe(d time.Duration) {
+	w.writes.Add(1)
+	for {
+		old := w.longest.Load()
+		if int64(d) <= old || w.longest.CompareAndSwap(old, int64(d)) {
+			break
+		}
+	}
 	for {
 		old := w.hold.Load()
 		next := int64(d)
@@ -86,10 +96,21 @@ type Stats struct {
 	// BusyRetries counts tries that found another process holding the lock
 	// and slept before trying again.
 	BusyRetries int64
+	// Writes counts committed write transactions, and LongestWrite is the
+	// longest of them, from BEGIN to the end of COMMIT: the longest this
+	// process held the lock (one prune batch, in a pruning process).
+	Writes       int64
+	LongestWrite time.Duration
 }
 
 // Stats returns the store's counters.
-func (s *Store) Stats() Stats { return Stats{BusyRetries: s.wait.retries.Load()} }
+func (s *Store) Stats() Stats {
+	return Stats{
+		BusyRetries:  s.wait.retries.Load(),
+		Writes:       s.wait.writes.Load(),
+		LongestWrite: time.Duration(s.wait.longest.Load()),
+	}
+}
 
 // isBusy reports whether err means another connection holds a lock.
 func isBusy(err error) bool {
