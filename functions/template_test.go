@@ -131,6 +131,9 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 		}
 	}
 	want("routes", len(paths.(map[string]any)), 2)
+	// /status reveals who calls how often: IAM only. /ping is public.
+	want("/status security", at(paths, "/status", "get", "security"), []any{map[string]any{"AWS_IAM": []any{}}})
+	want("/ping security", at(paths, "/ping", "get", "security"), nil)
 	want("stage", at(res, "HttpApiApiGatewayDefaultStage", "Properties", "StageName"), "$default")
 
 	// Schedule and its single prune at a time.
