@@ -82,7 +82,7 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 		want(fn+" security groups", at(p, "VpcConfig", "SecurityGroupIds"), []any{ref("FunctionSecurityGroup")})
 		want(fn+" subnets", len(at(p, "VpcConfig", "SubnetIds").([]any)), 2)
 		want(fn+" depends on", at(f, "DependsOn"), []any{"MountTargetA", "MountTargetB"})
-		for _, env := range []string{"RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT"} {
+		for _, env := range []string{"RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "REJECT_CACHE"} {
 			if at(p, "Environment", "Variables", env) == nil {
 				t.Errorf("%s has no %s", fn, env)
 			}

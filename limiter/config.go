@@ -33,6 +33,9 @@ type Config struct {
 	// AuditRetention is how long audit records are kept; zero keeps them
 	// forever (AUDIT_RETENTION).
 	AuditRetention time.Duration
+	// RejectCache answers keys already denied in the current window from
+	// this process's memory (REJECT_CACHE=on); see RejectCache.
+	RejectCache bool
 	// Store says where the counters live.
 	Store StoreConfig
 }
@@ -177,6 +180,15 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 			bad("AUDIT_RETENTION", "%v", err)
 		}
 		c.AuditRetention = d
+	}
+	if v := getenv("REJECT_CACHE"); v != "" {
+		switch strings.ToLower(v) {
+		case "on", "true", "1":
+			c.RejectCache = true
+		case "off", "false", "0":
+		default:
+			bad("REJECT_CACHE", "%q is not on or off", v)
+		}
 	}
 	if v := getenv("BUSY_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

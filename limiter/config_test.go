@@ -83,3 +83,15 @@ func TestLocalConfigDefaultsThePathAndAllowsWAL(t *testing.T) {
 		t.Errorf("local config = %+v", c.Store)
 	}
 }
+
+func TestConfigRejectCache(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "off": false, "on": true, "true": true, "0": false} {
+		c, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "REJECT_CACHE": v}))
+		if err != nil || c.RejectCache != want {
+			t.Errorf("REJECT_CACHE=%q: %v %v, want %v", v, c.RejectCache, err, want)
+		}
+	}
+	if _, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "REJECT_CACHE": "sometimes"})); err == nil {
+		t.Error("REJECT_CACHE=sometimes accepted")
+	}
+}

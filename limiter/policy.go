@@ -75,6 +75,9 @@ type Usage struct {
 type Decision struct {
 	Usage
 	Allowed bool
+	// FromMemory marks a denial a RejectCache made without the store; its
+	// Count is the count the store returned when it last denied the key.
+	FromMemory bool
 }
 
 // RetryAfter is how long a denied client should wait: until the window ends.

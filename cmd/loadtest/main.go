@@ -56,6 +56,8 @@ type options struct {
 	via      string
 	handler  string
 	keep     bool
+	cache    bool
+	rate     float64
 	backlog  int
 	worker   int
 	jsonOut  bool
@@ -77,6 +79,8 @@ func main() {
 	flag.StringVar(&o.handler, "busy-handler", "store", "who waits for the lock: store (fair, the default) or sqlite (SQLite's busy handler)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database between runs")
 	flag.BoolVar(&o.jsonOut, "json", false, "print rows as JSON lines instead of a table")
+	flag.BoolVar(&o.cache, "reject-cache", false, "deny keys already denied in the window from memory (REJECT_CACHE=on)")
+	flag.Float64Var(&o.rate, "rate", 0, "requests per second per client; 0 is as fast as possible")
 	flag.IntVar(&o.backlog, "prune-backlog", 0, "seed this many expired windows and prune them from another process during the run")
 	flag.IntVar(&o.worker, "worker", -1, "internal: run as worker process N (-2: the pruner)")
 	flag.Parse()
@@ -142,8 +146,10 @@ type result struct {
 	Retries   int64            `json:"busy_retries"`
 	Errors    int64            `json:"errors"`
 	Latency   *hist            `json:"latency"`
-	Attempts  map[string]int64 `json:"attempts"` // "key\twindow" → decided attempts
-	Granted   map[string]int64 `json:"granted"`  // "key\twindow" → allowed attempts
+	Writes    int64            `json:"store_writes"` // write transactions committed
+	Attempts  map[string]int64 `json:"attempts"`     // "key\twindow" → decided attempts
+	Memory    map[string]int64 `json:"memory"`       // "key\twindow" → denials from memory
+	Granted   map[string]int64 `json:"granted"`      // "key\twindow" → allowed attempts
 	FirstErr  string           `json:"first_error,omitempty"`
 }
 
@@ -157,21 +163,31 @@ func worker(o options) error {
 	}
 	defer store.Close()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	api := httpapi.New(httpapi.Options{Store: store, Policy: o.policy(), KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Logger: logger})
+	var decider limiter.Store = store
+	if o.cache {
+		decider = limiter.NewRejectCache(store, 0)
+	}
+	memory := &memoryCounter{Store: decider, n: map[string]int64{}}
+	api := httpapi.New(httpapi.Options{Store: memory, Policy: o.policy(), KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Logger: logger})
 
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return fmt.Errorf("wait for go: %w", err)
 	}
 	deadline := time.Now().Add(o.duration)
-	total := result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}}
+	total := newResult()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for c := range o.clients {
 		wg.Go(func() {
-			r := result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}}
+			r := newResult()
 			rng := rand.New(rand.NewPCG(uint64(o.worker), uint64(c)))
+			next := time.Now()
 			for time.Now().Before(deadline) {
+				if o.rate > 0 { // paced: the next request at its slot, not sooner
+					time.Sleep(time.Until(next))
+					next = next.Add(time.Duration(float64(time.Second) / o.rate))
+				}
 				key := fmt.Sprintf("k%04d", rng.IntN(o.keys))
 				start := time.Now()
 				allowed, window, err := decide(ctx, o, api, store, key)
@@ -202,7 +218,8 @@ func worker(o options) error {
 		})
 	}
 	wg.Wait()
-	total.Retries = store.Stats().BusyRetries
+	total.Retries, total.Writes = store.Stats().BusyRetries, store.Stats().Writes
+	total.Memory = memory.n
 	return json.NewEncoder(os.Stdout).Encode(total)
 }
 
@@ -236,12 +253,38 @@ func pruner(o options) error {
 	return json.NewEncoder(os.Stdout).Encode(pruneResult{Deleted: p.Windows, Elapsed: time.Since(start), Batches: st.Writes, Longest: st.LongestWrite})
 }
 
+func newResult() result {
+	return result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}, Memory: map[string]int64{}}
+}
+
+// memoryCounter counts, per key and window, the denials a RejectCache made
+// from memory, which the store never saw.
+type memoryCounter struct {
+	limiter.Store
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (m *memoryCounter) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision, error) {
+	d, err := m.Store.Allow(ctx, a)
+	if err == nil && d.FromMemory {
+		m.mu.Lock()
+		m.n[a.Key+"\t"+limiter.FormatWindow(d.WindowStart)]++
+		m.mu.Unlock()
+	}
+	return d, err
+}
+
 func (r *result) add(o result) {
 	r.Decisions += o.Decisions
 	r.Allowed += o.Allowed
 	r.Rejected += o.Rejected
 	r.Busy += o.Busy
 	r.Retries += o.Retries
+	r.Writes += o.Writes
+	for k, n := range o.Memory {
+		r.Memory[k] += n
+	}
 	r.Errors += o.Errors
 	r.Latency.merge(o.Latency)
 	for k, n := range o.Attempts {
@@ -304,6 +347,8 @@ type row struct {
 	Max        time.Duration `json:"max_ns"`
 	Busy       int64         `json:"timed_out"`
 	Retries    int64         `json:"busy_retries"`
+	Writes     int64         `json:"store_writes"`
+	FromMemory int64         `json:"from_memory"`
 	Errors     int64         `json:"errors"`
 	MinPerProc int64         `json:"min_per_proc"`
 	MaxPerProc int64         `json:"max_per_proc"`
@@ -358,7 +403,8 @@ func run(o options, procs int) (row, error) {
 		}
 		cmd := exec.Command(self, "-worker", strconv.Itoa(id), "-db", o.db, "-clients", strconv.Itoa(o.clients),
 			"-keys", strconv.Itoa(o.keys), "-duration", o.duration.String(), "-limit", strconv.FormatInt(o.limit, 10),
-			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via, "-busy-handler", o.handler)
+			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via, "-busy-handler", o.handler,
+			"-reject-cache="+strconv.FormatBool(o.cache), "-rate", strconv.FormatFloat(o.rate, 'f', -1, 64))
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -375,7 +421,7 @@ func run(o options, procs int) (row, error) {
 	for _, p := range ps {
 		io.WriteString(p.stdin, "go\n")
 	}
-	total := result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}}
+	total := newResult()
 	r := row{Procs: procs, Clients: o.clients, Keys: o.keys, MinPerProc: -1}
 	if o.backlog > 0 {
 		r.Prune = &pruneResult{}
@@ -400,6 +446,10 @@ func run(o options, procs int) (row, error) {
 		r.MaxPerProc = max(r.MaxPerProc, res.Decisions)
 	}
 	r.Decisions, r.Busy, r.Retries, r.Errors, r.FirstError = total.Decisions, total.Busy, total.Retries, total.Errors, total.FirstErr
+	r.Writes = total.Writes
+	for _, n := range total.Memory {
+		r.FromMemory += n
+	}
 	r.PerSecond = float64(total.Decisions) / o.duration.Seconds()
 	r.P50, r.P99, r.Max = total.Latency.quantile(0.50), total.Latency.quantile(0.99), total.Latency.Max
 	r.Windows, r.Mismatches, err = check(o, total)
@@ -464,9 +514,10 @@ func check(o options, total result) (int, []string, error) {
 			g = &counts{}
 		}
 		allowed := min(attempts, o.limit)
-		if g.stored != attempts || total.Granted[kw] != allowed || g.audit != allowed {
-			bad = append(bad, fmt.Sprintf("%s: attempts %d, stored %d, allowed %d (want %d), audit rows %d",
-				strings.ReplaceAll(kw, "\t", " @ "), attempts, g.stored, total.Granted[kw], allowed, g.audit))
+		reached := attempts - total.Memory[kw] // denials from memory never reach the store
+		if g.stored != reached || total.Granted[kw] != allowed || g.audit != allowed {
+			bad = append(bad, fmt.Sprintf("%s: attempts %d (%d from memory), stored %d, allowed %d (want %d), audit rows %d",
+				strings.ReplaceAll(kw, "\t", " @ "), attempts, total.Memory[kw], g.stored, total.Granted[kw], allowed, g.audit))
 		}
 		delete(got, kw)
 	}
@@ -477,10 +528,10 @@ func check(o options, total result) (int, []string, error) {
 }
 
 func printTable(w io.Writer, o options, rows []row) {
-	fmt.Fprintf(w, "journal=%s via=%s busy_handler=%s limit=%d window=%ds busy_timeout=%v duration=%v db=%s\n",
-		o.journal, o.via, o.handler, o.limit, o.window, o.busy, o.duration, o.db)
+	fmt.Fprintf(w, "journal=%s via=%s busy_handler=%s reject_cache=%v rate=%v/s/client limit=%d window=%ds busy_timeout=%v duration=%v db=%s\n",
+		o.journal, o.via, o.handler, o.cache, o.rate, o.limit, o.window, o.busy, o.duration, o.db)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "procs\tclients\tkeys\tdecisions\tdecisions/s\tp50\tp99\tmax\tbusy retries\ttimed out\terrors\tmin/max per proc\texact\t")
+	fmt.Fprintln(tw, "procs\tclients\tkeys\tdecisions\tdecisions/s\tstore tx/s\tfrom memory\tp50\tp99\tmax\tbusy retries\ttimed out\terrors\tmin/max per proc\texact\t")
 	for _, r := range rows {
 		exact := fmt.Sprintf("ok (%d windows)", r.Windows)
 		if !r.Exact {
@@ -490,8 +541,8 @@ func printTable(w io.Writer, o options, rows []row) {
 		if o.handler == "sqlite" {
 			retries = "n/a" // inside SQLite, not counted
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%v\t%v\t%v\t%s\t%d\t%d\t%d/%d\t%s\t\n",
-			r.Procs, r.Clients, r.Keys, r.Decisions, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%.1f\t%d\t%v\t%v\t%v\t%s\t%d\t%d\t%d/%d\t%s\t\n",
+			r.Procs, r.Clients, r.Keys, r.Decisions, r.PerSecond, float64(r.Writes)/o.duration.Seconds(), r.FromMemory, round(r.P50), round(r.P99), round(r.Max),
 			retries, r.Busy, r.Errors, r.MinPerProc, r.MaxPerProc, exact)
 	}
 	tw.Flush()

@@ -64,8 +64,12 @@ func run(log *slog.Logger) error {
 		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
 	}
 
+	var decider limiter.Store = store
+	if cfg.RejectCache {
+		decider = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)
+	}
 	api := httpapi.New(httpapi.Options{
-		Store:     store,
+		Store:     decider,
 		Policy:    cfg.PingPolicy(),
 		KeySource: cfg.KeySource,
 		FailMode:  cfg.FailMode,

@@ -27,8 +27,14 @@ func main() {
 	if err != nil {
 		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
 	}
+	// With REJECT_CACHE=on, keys denied in this window are denied again from
+	// memory, without a round trip to EFS.
+	var decider limiter.Store = store
+	if cfg.RejectCache {
+		decider = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)
+	}
 	api := httpapi.New(httpapi.Options{
-		Store:     store,
+		Store:     decider,
 		Policy:    cfg.PingPolicy(),
 		KeySource: cfg.KeySource,
 		FailMode:  cfg.FailMode,

@@ -86,10 +86,11 @@ type request struct {
 	now    time.Time
 	status int
 
-	key      string
-	decision string // allowed, rejected, read, degraded, or empty
-	count    int64
-	err      error // the store's error, logged but never sent
+	key        string
+	decision   string // allowed, rejected, read, degraded, or empty
+	count      int64
+	fromMemory bool  // a rejection made without the store (limiter.RejectCache)
+	err        error // the store's error, logged but never sent
 }
 
 // ServeHTTP routes the request, answers errors with Problem Details, and
@@ -147,6 +148,9 @@ func (a *API) log(req *request, latency time.Duration) {
 		slog.Int64("count", req.count),
 		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
 		slog.String("request_id", req.caller.RequestID),
+	}
+	if req.fromMemory {
+		attrs = append(attrs, slog.Bool("from_memory", true))
 	}
 	if req.caller.LambdaRequestID != "" {
 		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))

@@ -328,3 +328,32 @@ func TestPanicBecomesA500Problem(t *testing.T) {
 		t.Errorf("the stack is not logged")
 	}
 }
+
+func TestDenialFromMemoryHasTheSameAnswer(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "rl.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f := newFixture(t, httpapi.Options{Store: limiter.NewRejectCache(s, 0)})
+	for range 3 {
+		f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+	}
+	fromStore := f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+	fromMemory := f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+	for _, h := range []string{"Retry-After", "RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Content-Type"} {
+		if a, b := fromStore.Header().Get(h), fromMemory.Header().Get(h); a != b || a == "" {
+			t.Errorf("%s: %q from the store, %q from memory", h, a, b)
+		}
+	}
+	if fromStore.Code != 429 || fromMemory.Code != 429 || fromStore.Body.String() != fromMemory.Body.String() {
+		t.Errorf("answers differ: %d %s / %d %s", fromStore.Code, fromStore.Body, fromMemory.Code, fromMemory.Body)
+	}
+	lines := strings.Split(strings.TrimSpace(f.logs.String()), "\n")
+	if !strings.Contains(lines[len(lines)-1], `"from_memory":true`) || strings.Contains(lines[len(lines)-2], "from_memory") {
+		t.Errorf("log lines do not tell the two apart:\n%s\n%s", lines[len(lines)-2], lines[len(lines)-1])
+	}
+	if u, _ := s.Usage(context.Background(), limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}, "alice", now); u.Count != 4 {
+		t.Errorf("stored count %d, want 4", u.Count)
+	}
+}

@@ -63,7 +63,7 @@ func (a *API) ping(req *request) error {
 		req.decision = "error"
 		return storeUnavailable(a.opts.Policy.Window)
 	}
-	req.count = d.Count
+	req.count, req.fromMemory = d.Count, d.FromMemory
 	setRateLimitHeaders(req.w.Header(), d.Usage)
 	if !d.Allowed {
 		req.decision = "rejected"

@@ -1,0 +1,92 @@
+package limiter_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/sqlite"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "rl.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
+	store := openStore(t)
+	c := limiter.NewRejectCache(store, 0)
+	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+	ctx := context.Background()
+	try := func(at time.Duration) limiter.Decision {
+		t.Helper()
+		d, err := c.Allow(ctx, limiter.Attempt{Policy: p, Key: "abuser", Now: t0.Add(at)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for i := range 3 {
+		if d := try(time.Duration(i) * time.Second); !d.Allowed || d.FromMemory {
+			t.Fatalf("attempt %d: %+v, want allowed by the store", i+1, d)
+		}
+	}
+	if d := try(10 * time.Second); d.Allowed || d.FromMemory || d.Count != 4 {
+		t.Fatalf("4th attempt: %+v, want denied by the store with count 4", d)
+	}
+	// Twenty more in the same window: denied from memory, with the right
+	// wait, and the store never sees them.
+	for i := range 20 {
+		at := 20*time.Second + time.Duration(i)*time.Second
+		d := try(at)
+		if d.Allowed || !d.FromMemory || d.Remaining != 0 || d.RetryAfter() != time.Minute-at || !d.Reset.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("attempt at +%v: %+v, want a denial from memory with retry after %v", at, d, time.Minute-at)
+		}
+	}
+	if u, _ := store.Usage(ctx, p, "abuser", t0); u.Count != 4 {
+		t.Errorf("stored count %d, want 4: the cached denials must not reach the store", u.Count)
+	}
+	// The next window asks the store again.
+	if d := try(time.Minute); !d.Allowed || d.FromMemory || d.Count != 1 {
+		t.Errorf("next window: %+v, want allowed by the store with count 1", d)
+	}
+	// Other keys are unaffected.
+	if d, _ := c.Allow(ctx, limiter.Attempt{Policy: p, Key: "polite", Now: t0.Add(30 * time.Second)}); !d.Allowed {
+		t.Errorf("another key was denied: %+v", d)
+	}
+}
+
+func TestRejectCacheStaysWithinItsSize(t *testing.T) {
+	store := openStore(t)
+	c := limiter.NewRejectCache(store, 2)
+	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c"} {
+		for range 3 {
+			c.Allow(ctx, limiter.Attempt{Policy: p, Key: k, Now: t0})
+		}
+	}
+	if c.Len() != 2 {
+		t.Errorf("remembers %d denials, want at most 2", c.Len())
+	}
+	// "c" did not fit: each of its denials went to the store.
+	if u, _ := store.Usage(ctx, p, "c", t0); u.Count != 3 {
+		t.Errorf("c's stored count %d, want 3", u.Count)
+	}
+	// In a later window the expired denials are swept to make room.
+	for range 2 {
+		c.Allow(ctx, limiter.Attempt{Policy: p, Key: "c", Now: t0.Add(time.Hour)})
+	}
+	if c.Len() != 1 {
+		t.Errorf("after the sweep it remembers %d denials, want 1 (c's, in the new window)", c.Len())
+	}
+}
