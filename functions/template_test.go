@@ -140,6 +140,8 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 	want("schedule", at(res, "PruneFunctionSchedule", "Properties", "ScheduleExpression"), ref("PruneSchedule"))
 	want("schedule target", at(res, "PruneFunctionSchedule", "Properties", "Targets", 0, "Arn"), getAtt("PruneFunction", "Arn"))
 	want("prune concurrency", at(res, "PruneFunction", "Properties", "ReservedConcurrentExecutions"), float64(1))
+	want("ping concurrency", at(res, "PingFunction", "Properties", "ReservedConcurrentExecutions"),
+		map[string]any{"Fn::If": []any{"CapPing", ref("PingConcurrency"), ref("AWS::NoValue")}})
 
 	// Network: functions may only speak NFS to the file system's group,
 	// which admits them through a separate ingress rule.

@@ -37,6 +37,12 @@ type point struct {
 	Procs         int                `json:"procs"`
 	Clients       int                `json:"clients"`
 	BusyHandler   string             `json:"busy_handler"`
+	Journal       string             `json:"journal"`
+	BufferWrites  bool               `json:"buffer_writes"`
+	RejectCache   bool               `json:"reject_cache"`
+	Rate          float64            `json:"rate_per_client"`
+	StoreWrites   int64              `json:"store_writes"`
+	FromMemory    int64              `json:"from_memory"`
 	Decisions     int64              `json:"decisions"`
 	PerSecond     float64            `json:"decisions_per_s"`
 	P50           time.Duration      `json:"p50_ns"`
@@ -58,8 +64,13 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "load per run")
 	keys := flag.Int("keys", 16, "distinct client keys")
 	limit := flag.Int64("limit", 100, "RATE_LIMIT")
+	window := flag.Int64("window", 60, "WINDOW_SECONDS")
+	buffered := flag.Bool("buffer-writes", false, "latencyfs -buffer-writes: writes free, fsync and close pay (an NFS client's write-back cache)")
 	busy := flag.Duration("busy", 3*time.Second, "BUSY_TIMEOUT")
 	handler := flag.String("busy-handler", "store", "store or sqlite")
+	journal := flag.String("journal", "DELETE", "JOURNAL_MODE")
+	cache := flag.Bool("reject-cache", false, "REJECT_CACHE=on in the workers")
+	rate := flag.Float64("rate", 0, "requests per second per client (0: as fast as possible)")
 	jsonOut := flag.String("json", "", "write results as JSON lines here")
 	pngOut := flag.String("png", "", "draw decisions/s against latency here")
 	flag.Parse()
@@ -73,13 +84,15 @@ func main() {
 	for _, model := range strings.Split(*latencies, ",") {
 		rd, wr, err := parseModel(model)
 		check(err)
-		m := mount(bins["latencyfs"], work, rd, wr)
+		m := mount(bins["latencyfs"], work, rd, wr, *buffered)
 		for _, p := range strings.Split(*procs, ",") {
-			pt := point{Latency: model, ReadLatency: rd, WriteLatency: wr, BusyHandler: *handler}
+			pt := point{Latency: model, ReadLatency: rd, WriteLatency: wr, BusyHandler: *handler, Journal: *journal,
+				BufferWrites: *buffered, RejectCache: *cache, Rate: *rate}
 			m.reset()
 			out := run(bins["loadtest"], "-json", "-db", filepath.Join(m.dir, "ratelimit.db"), "-procs", p,
 				"-clients", strconv.Itoa(*clients), "-keys", strconv.Itoa(*keys), "-duration", duration.String(),
-				"-limit", strconv.FormatInt(*limit, 10), "-busy", busy.String(), "-busy-handler", *handler)
+				"-limit", strconv.FormatInt(*limit, 10), "-window", strconv.FormatInt(*window, 10), "-busy", busy.String(), "-busy-handler", *handler,
+				"-journal", *journal, "-reject-cache="+strconv.FormatBool(*cache), "-rate", strconv.FormatFloat(*rate, 'f', -1, 64))
 			check(json.Unmarshal(out, &pt))
 			ops := m.stats()
 			pt.OpsByKind = map[string]float64{}
@@ -91,8 +104,8 @@ func main() {
 			if pt.Decisions > 0 {
 				pt.OpsPerDecison = float64(ops.ReadClass+ops.WriteClass) / float64(pt.Decisions)
 			}
-			fmt.Printf("latency=%-12s procs=%-2d decisions/s=%7.1f p50=%-10v p99=%-10v max=%-10v per proc %d..%d  fs ops/decision=%.1f timed out=%d exact=%v\n",
-				model, pt.Procs, pt.PerSecond, pt.P50.Round(time.Microsecond), pt.P99.Round(time.Microsecond), pt.Max.Round(time.Microsecond),
+			fmt.Printf("latency=%-12s procs=%-2d decisions/s=%7.1f store tx/s=%6.1f p50=%-10v p99=%-10v max=%-10v per proc %d..%d  fs ops/decision=%.1f timed out=%d exact=%v\n",
+				model, pt.Procs, pt.PerSecond, float64(pt.StoreWrites)/duration.Seconds(), pt.P50.Round(time.Microsecond), pt.P99.Round(time.Microsecond), pt.Max.Round(time.Microsecond),
 				pt.MinPerProc, pt.MaxPerProc, pt.OpsPerDecison, pt.TimedOut, pt.Exact)
 			results = append(results, pt)
 		}
@@ -172,12 +185,13 @@ type fsStats struct {
 
 // mount starts latencyfs over a fresh directory and waits until its stats
 // endpoint answers, which it does once the mount is up.
-func mount(bin, work string, rd, wr time.Duration) *mounted {
+func mount(bin, work string, rd, wr time.Duration, buffered bool) *mounted {
 	root, err := os.MkdirTemp(work, "root-")
 	check(err)
 	mnt := root + ".mnt"
 	addr := "127.0.0.1:" + strconv.Itoa(7070+os.Getpid()%1000)
-	cmd := exec.Command(bin, "-root", root, "-mnt", mnt, "-read-latency", rd.String(), "-write-latency", wr.String(), "-stats-addr", addr)
+	cmd := exec.Command(bin, "-root", root, "-mnt", mnt, "-read-latency", rd.String(), "-write-latency", wr.String(),
+		"-buffer-writes="+strconv.FormatBool(buffered), "-stats-addr", addr)
 	cmd.Stderr = io.Discard
 	check(cmd.Start())
 	m := &mounted{cmd: cmd, dir: mnt}

@@ -739,3 +739,19 @@ ON CONFLICT(key, ws) DO UPDATE SET count = count + 1 RETURNING count`).Scan(&cou
 		})
 	}
 }
+
+func TestBufferedWritesAreFreeButSyncsAndClosesPay(t *testing.T) {
+	l := latency{Read: time.Millisecond, Write: 3 * time.Millisecond, BufferWrites: true}
+	if d := l.of(opWrite); d != 0 {
+		t.Errorf("buffered write delayed %v, want 0", d)
+	}
+	for _, o := range []op{opFsync, opFlush, opSetlk} {
+		if d := l.of(o); d != 3*time.Millisecond {
+			t.Errorf("%s delayed %v with buffered writes, want 3ms", opInfo[o].name, d)
+		}
+	}
+	l.BufferWrites = false
+	if d := l.of(opWrite); d != 3*time.Millisecond {
+		t.Errorf("unbuffered write delayed %v, want 3ms", d)
+	}
+}

@@ -67,6 +67,7 @@ func parseFlags(args []string) (cfg config, statsAddr string, err error) {
 	fl.DurationVar(&cfg.Latency.Read, "read-latency", 0, "delay before each read-class op, e.g. 250us")
 	fl.DurationVar(&cfg.Latency.Write, "write-latency", 0, "delay before each write-class op, e.g. 2.7ms")
 	both := fl.Duration("latency", 0, "shorthand for the same -read-latency and -write-latency")
+	fl.BoolVar(&cfg.Latency.BufferWrites, "buffer-writes", false, "make writes free and let fsync and close pay, as an NFS client's write-back cache does")
 	fl.StringVar(&statsAddr, "stats-addr", "", "serve GET /stats and POST /reset here, e.g. 127.0.0.1:7070")
 	fl.BoolVar(&cfg.XAttrs, "xattrs", false, "pass extended attributes through (EFS has none, so off)")
 	fl.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")

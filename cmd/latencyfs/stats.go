@@ -136,10 +136,17 @@ var opInfo = [numOps]struct {
 type latency struct {
 	Read  time.Duration // before each read-class op
 	Write time.Duration // before each write-class op
+	// BufferWrites makes WRITE free, as an NFS client's write-back cache
+	// does: it sends buffered writes together and waits for them at the
+	// next fsync or close, which keep their write-class delay.
+	BufferWrites bool
 }
 
 // of returns the delay for an op.
 func (l latency) of(o op) time.Duration {
+	if l.BufferWrites && o == opWrite {
+		return 0
+	}
 	switch opInfo[o].class {
 	case readClass:
 		return l.Read

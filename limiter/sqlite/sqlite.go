@@ -111,12 +111,21 @@ func (s *Store) Close() error {
 type handle struct {
 	db     *sql.DB
 	file   os.FileInfo // identity of the file opened, for the moved check
+	probe  *probe      // nil for a read-only store, or where unavailable
 	upsert *sql.Stmt
 	audit  *sql.Stmt
 	usage  *sql.Stmt
 }
 
-func (h *handle) close() error { return h.db.Close() }
+// close closes the database and then the probe, whose descriptor on the
+// same file would drop SQLite's locks if closed first.
+func (h *handle) close() error {
+	err := h.db.Close()
+	if h.probe != nil {
+		h.probe.close()
+	}
+	return err
+}
 
 // dsn builds the connection string. Each pragma is here for a reason:
 //   - busy_timeout: 0, because the store waits for other processes' locks
@@ -220,6 +229,12 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	} {
 		if *p.stmt, err = db.PrepareContext(ctx, p.sql); err != nil {
 			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	if !s.cfg.ReadOnly && !s.cfg.SQLiteBusyHandler {
+		// Without a probe the store still waits, less fairly (wait.go).
+		if p, err := openProbe(s.path); err == nil {
+			h.probe = p
 		}
 	}
 	return h, nil

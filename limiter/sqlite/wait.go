@@ -23,14 +23,27 @@ import (
 // while another made 2,248, and its wait ran past the busy timeout.
 //
 // So the store waits itself. SQLite is told not to wait (busy_timeout 0)
-// when a transaction begins, and the store retries at a steady pace tied to
-// how long its transactions hold the lock: a newcomer first sleeps about one
-// transaction's length, and a process that has waited longer than that
-// polls twice as often, so old waiters are never outpaced by new ones and
-// no wait outlasts the budget (BusyTimeout) or the request's deadline.
-// Sleeps are jittered (0.5x to 1.5x) so that waiters do not poll in step.
-// Polling faster than half a transaction bought no fairness in cmd/loadtest
-// runs and cost throughput, as pollers took CPU from the lock holder.
+// when a transaction begins, and a process that finds the lock taken:
+//
+//   - steps into a waiting room, a shared lock on a side file
+//     (path + "-wait"), so that the holder can tell it is wanted;
+//   - watches the holder's lock bytes with F_GETLK, which takes no lock and
+//     costs one round trip, instead of trying SQLite's lock, which costs
+//     four lock operations and, holding a shared lock for a moment, can
+//     delay the holder's commit;
+//   - watches at a pace tied to how long this process's transactions hold
+//     the lock: a quarter of that at first, a sixteenth once it has waited
+//     a whole transaction, at most a 32nd later, jittered, so the longest
+//     waiter looks most often and most likely takes the lock next;
+//   - tries SQLite's lock when the holder is gone, until the budget
+//     (BusyTimeout) or the request's deadline runs out.
+//
+// And a process that commits while others wait gives way: before its next
+// transaction it pauses a quarter of a transaction, long enough for a
+// waiter to notice and take the lock. Without that, on slow storage the
+// process that just released the lock takes it straight back and the
+// others starve. Where F_GETLK is unavailable, waiters simply retry every
+// transaction's length (then half that), jittered.
 //
 // A transaction that holds the lock and only waits for readers to finish,
 // at COMMIT, lets SQLite wait, up to the remaining budget: readers hold
@@ -52,6 +65,11 @@ type waiter struct {
 	// transactions hold the lock, in nanoseconds.
 	hold    atomic.Int64
 	retries atomic.Int64
+	probes  atomic.Int64
+	yields  atomic.Int64
+	// courtesy is when this process may begin its next transaction, in
+	// Unix nanoseconds, after giving way to waiters.
+	courtesy atomic.Int64
 	// longest is the longest write transaction so far, in nanoseconds.
 	longest atomic.Int64
 	writes  atomic.Int64
@@ -78,24 +96,44 @@ func (w *waiter) observe(d time.Duration) {
 	}
 }
 
-// pause is how long to sleep before the next try, having waited so far.
-func (w *waiter) pause(waited time.Duration) time.Duration {
-	hold := time.Duration(w.hold.Load())
-	if hold <= 0 {
-		hold = initialHold
+// pause is how long to sleep before looking again, having waited so far:
+// with a probe, a quarter of a transaction, then a sixteenth; without one,
+// where each look is a try of SQLite's lock, a whole one, then a half.
+func (w *waiter) pause(waited time.Duration, probing bool) time.Duration {
+	hold := w.holdTime()
+	d := hold
+	switch {
+	case probing:
+		// A quarter of a transaction at first, falling with the square
+		// of the wait: a sixteenth after one transaction, a hundredth
+		// after four. The longest waiter looks most often, so it is the
+		// likeliest to take the lock when it frees.
+		// Never below a 32nd, to bound the looks a crowd of waiters makes.
+		age := 1 + float64(waited)/float64(hold)
+		d = max(time.Duration(float64(hold)/(4*age*age)), hold/32)
+	case waited >= hold:
+		d = hold / 2
 	}
-	if waited >= hold {
-		hold /= 2
-	}
-	d := time.Duration(float64(hold) * (0.5 + rand.Float64()))
+	d = time.Duration(float64(d) * (0.5 + rand.Float64()))
 	return min(max(d, minPoll), maxPoll)
+}
+
+func (w *waiter) holdTime() time.Duration {
+	if hold := time.Duration(w.hold.Load()); hold > 0 {
+		return hold
+	}
+	return initialHold
 }
 
 // Stats are counters of a store's activity since it was opened.
 type Stats struct {
-	// BusyRetries counts tries that found another process holding the lock
-	// and slept before trying again.
+	// BusyRetries counts transactions tried again after finding another
+	// process holding the lock; Probes counts looks at the lock (F_GETLK)
+	// that found it still held; Yields counts commits after which this
+	// process gave way to waiting ones.
 	BusyRetries int64
+	Probes      int64
+	Yields      int64
 	// Writes counts committed write transactions, and LongestWrite is the
 	// longest of them, from BEGIN to the end of COMMIT: the longest this
 	// process held the lock (one prune batch, in a pruning process).
@@ -107,6 +145,8 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	return Stats{
 		BusyRetries:  s.wait.retries.Load(),
+		Probes:       s.wait.probes.Load(),
+		Yields:       s.wait.yields.Load(),
 		Writes:       s.wait.writes.Load(),
 		LongestWrite: time.Duration(s.wait.longest.Load()),
 	}
@@ -133,6 +173,12 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 func (s *Store) do(ctx context.Context, now time.Time, op string, fn func(*handle) error) error {
 	start := time.Now()
 	reopened := false
+	var room *probe // the waiting room this call stepped into
+	defer func() {
+		if room != nil {
+			room.leave()
+		}
+	}()
 	for {
 		h, err := s.handle(ctx, now)
 		if err == nil {
@@ -151,19 +197,61 @@ func (s *Store) do(ctx context.Context, now time.Time, op string, fn func(*handl
 		if !isBusy(err) || s.cfg.SQLiteBusyHandler {
 			return s.wrap(op, err)
 		}
-		waited := time.Since(start)
-		pause := s.wait.pause(waited)
-		if waited+pause > s.cfg.BusyTimeout {
-			return s.wrap(op, fmt.Errorf("%w (%v): %w", errLockTimeout, s.cfg.BusyTimeout, err))
+		var p *probe
+		if h != nil {
+			p = h.probe
 		}
-		s.wait.retries.Add(1)
+		if p != nil && room == nil {
+			room = p
+			room.enter()
+		}
+		if err := s.waitTurn(ctx, p, start); err != nil {
+			if errors.Is(err, errLockTimeout) {
+				err = fmt.Errorf("%w (%v)", errLockTimeout, s.cfg.BusyTimeout)
+			}
+			return s.wrap(op, err)
+		}
+	}
+}
+
+// waitTurn sleeps until the lock looks free (with a probe) or for one
+// pause (without), and fails when that would overrun the budget or ctx.
+func (s *Store) waitTurn(ctx context.Context, p *probe, start time.Time) error {
+	for {
+		waited := time.Since(start)
+		pause := s.wait.pause(waited, p != nil)
+		if waited+pause > s.cfg.BusyTimeout {
+			return errLockTimeout
+		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return s.wrap(op, ctx.Err())
+			return ctx.Err()
 		case <-t.C:
 		}
+		if p == nil || !p.writerActive() {
+			s.wait.retries.Add(1)
+			return nil
+		}
+		s.wait.probes.Add(1)
+	}
+}
+
+// giveWay pauses before a transaction while this process is giving way to
+// waiters, and reports ctx's error if it ends first.
+func (s *Store) giveWay(ctx context.Context) error {
+	d := time.Until(time.Unix(0, s.wait.courtesy.Load()))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -180,6 +268,9 @@ func (s *Store) write(ctx context.Context, now time.Time, op string, fn func(*sq
 			return err
 		}
 		defer conn.Close()
+		if err := s.giveWay(ctx); err != nil {
+			return err
+		}
 		began := time.Now()
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
@@ -200,6 +291,10 @@ func (s *Store) write(ctx context.Context, now time.Time, op string, fn func(*sq
 			return err
 		}
 		s.wait.observe(time.Since(began))
+		if h.probe != nil && h.probe.othersWaiting() {
+			s.wait.yields.Add(1)
+			s.wait.courtesy.Store(time.Now().Add(s.wait.holdTime() / 4).UnixNano())
+		}
 		return nil
 	})
 }

@@ -1,0 +1,95 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"os"
+	"sync"
+	"syscall"
+)
+
+// SQLite's lock bytes in the database file (os_unix.c): a writer holds
+// RESERVED while it writes, and PENDING then the SHARED range while it
+// commits.
+const (
+	pendingByte  = 0x40000000
+	reservedByte = pendingByte + 1
+)
+
+// probe watches other processes' hold on the database lock without taking
+// SQLite's locks, and keeps a waiting room: a side file on which processes
+// waiting for the lock hold a shared lock, so that the process holding it
+// can tell it is wanted.
+//
+// Both are POSIX record locks, which belong to the process, not the
+// descriptor: closing any descriptor of the database file drops every lock
+// this process holds on it, SQLite's included. So the probe's descriptor
+// stays open as long as SQLite's connection, and is closed after it.
+type probe struct {
+	db   *os.File // the database, for F_GETLK only
+	room *os.File // path + "-wait"
+
+	mu      sync.Mutex
+	waiting int // goroutines of this process in the waiting room
+}
+
+func openProbe(path string) (*probe, error) {
+	db, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	room, err := os.OpenFile(path+"-wait", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &probe{db: db, room: room}, nil
+}
+
+// close must come after the SQLite connection on the same file is closed.
+func (p *probe) close() {
+	p.db.Close()
+	p.room.Close()
+}
+
+// held reports whether another process holds a lock that conflicts with
+// an exclusive lock on [start, start+n) of f. One F_GETLK: a round trip on
+// NFS, and no lock taken.
+func held(f *os.File, start, n int64) bool {
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: start, Len: n}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+		return true // unknown: let the caller try SQLite's own lock
+	}
+	return lk.Type != syscall.F_UNLCK
+}
+
+// writerActive reports whether another process is writing or committing.
+func (p *probe) writerActive() bool { return held(p.db, pendingByte, 2) }
+
+// othersWaiting reports whether another process is in the waiting room.
+func (p *probe) othersWaiting() bool { return held(p.room, 0, 1) }
+
+// enter puts this process in the waiting room; leave takes it out once no
+// goroutine of it waits any more. Errors only cost fairness, not
+// correctness, and are ignored.
+func (p *probe) enter() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting++; p.waiting == 1 {
+		lk := syscall.Flock_t{Type: syscall.F_RDLCK, Whence: 0, Start: 0, Len: 1}
+		syscall.FcntlFlock(p.room.Fd(), syscall.F_SETLK, &lk)
+	}
+}
+
+func (p *probe) leave() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting--; p.waiting == 0 {
+		lk := syscall.Flock_t{Type: syscall.F_UNLCK, Whence: 0, Start: 0, Len: 1}
+		syscall.FcntlFlock(p.room.Fd(), syscall.F_SETLK, &lk)
+	}
+}
+
+// identity is the file the probe has open, to tell whether the path still
+// names it.
+func (p *probe) identity() (os.FileInfo, error) { return p.db.Stat() }
