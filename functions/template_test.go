@@ -2,13 +2,17 @@ package functions_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ft251/ratelimit/limiter"
 )
 
 // expandTemplate runs template.yaml through the AWS SAM translator, as
@@ -16,6 +20,21 @@ import (
 // The translator is Python (it comes with cfn-lint); without it the test
 // skips, loudly, unless RATELIMIT_REQUIRE_TOOLS is set, as .ci/run sets it.
 func expandTemplate(t *testing.T) (resources, outputs map[string]any) {
+	tpl := expand(t)
+	return tpl.Resources, tpl.Outputs
+}
+
+type expanded struct {
+	Parameters map[string]struct {
+		Default        any
+		AllowedPattern string
+		AllowedValues  []any
+	}
+	Resources map[string]any
+	Outputs   map[string]any
+}
+
+func expand(t *testing.T) expanded {
 	t.Helper()
 	cmd := exec.Command("python3", filepath.Join("..", ".ci", "sam-translate.py"), filepath.Join("..", "template.yaml"))
 	cmd.Stderr = &strings.Builder{}
@@ -27,14 +46,44 @@ func expandTemplate(t *testing.T) (resources, outputs map[string]any) {
 		}
 		t.Skip("SKIPPED, template not checked: " + msg)
 	}
-	var tpl struct {
-		Resources map[string]any
-		Outputs   map[string]any
-	}
+	var tpl expanded
 	if err := json.Unmarshal(out, &tpl); err != nil {
 		t.Fatal(err)
 	}
-	return tpl.Resources, tpl.Outputs
+	return tpl
+}
+
+// TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept tries awkward
+// values against each parameter that becomes a function's environment
+// variable: whatever CloudFormation would accept, the functions must accept
+// at init, or the stack deploys and then every function fails to start.
+func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
+	tpl := expand(t)
+	env := map[string]string{
+		"RateLimit": "RATE_LIMIT", "WindowSeconds": "WINDOW_SECONDS", "ClientKeySource": "CLIENT_KEY_SOURCE",
+		"FailMode": "FAIL_MODE", "AuditRetention": "AUDIT_RETENTION", "BusyTimeout": "BUSY_TIMEOUT", "RejectCache": "REJECT_CACHE",
+	}
+	candidates := []string{"", "0", "1", "1.5", "-1", "3", "60", "2592000", "2592001", "99999999999999999999",
+		"0s", "0ms", "1ms", "9999ms", "10000ms", "9s", "10s", "25s", "1h", "0d", "1d", "30d", "36500d", "36501d", "9999d",
+		"720h", "999999h", "1m", "header", "source-ip", "claim:", "claim:sub", "x-forwarded-for", "closed", "open", "on", "off", "maybe"}
+	for param, name := range env {
+		p, ok := tpl.Parameters[param]
+		if !ok {
+			t.Errorf("template has no parameter %s", param)
+			continue
+		}
+		re := regexp.MustCompile(p.AllowedPattern)
+		for _, v := range append(candidates, fmt.Sprint(p.Default)) {
+			if p.AllowedPattern != "" && !re.MatchString(v) || len(p.AllowedValues) > 0 && !slices.Contains(p.AllowedValues, any(v)) {
+				continue // CloudFormation refuses it before anything runs
+			}
+			if _, err := limiter.ConfigFromEnv(func(k string) string {
+				return map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db", name: v}[k]
+			}); err != nil {
+				t.Errorf("%s=%q passes the template but the functions refuse it: %v", param, v, err)
+			}
+		}
+	}
 }
 
 // at walks v along keys (map keys, or list indexes as ints).

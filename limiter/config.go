@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +18,12 @@ const (
 	DefaultLocalDBPath = "./data/ratelimit.db"
 	// PingPolicyName names the /ping policy in RateLimit-Policy headers.
 	PingPolicyName = "ping"
-	// MaxBusyTimeout keeps the lock wait well inside API Gateway's 30 s.
-	MaxBusyTimeout = 20 * time.Second
+	// MaxBusyTimeout keeps the lock wait inside the functions' 10 s timeout
+	// (and API Gateway's 30 s), with time left to answer.
+	MaxBusyTimeout = 9 * time.Second
+	// DefaultAddr and DefaultPruneInterval are the local server's.
+	DefaultAddr          = "127.0.0.1:3000"
+	DefaultPruneInterval = time.Minute
 )
 
 // Config is the service's configuration, read from the environment.
@@ -38,6 +43,11 @@ type Config struct {
 	RejectCache bool
 	// Store says where the counters live.
 	Store StoreConfig
+
+	// Addr and PruneInterval are the local server's (ADDR,
+	// PRUNE_INTERVAL); LocalConfigFromEnv reads them.
+	Addr          string
+	PruneInterval time.Duration
 }
 
 // StoreConfig locates and tunes the SQLite store.
@@ -115,8 +125,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 // LocalConfigFromEnv reads the local server's configuration: as
-// ConfigFromEnv, but DB_PATH defaults to DefaultLocalDBPath and
-// JOURNAL_MODE may be WAL.
+// ConfigFromEnv, but DB_PATH defaults to DefaultLocalDBPath, JOURNAL_MODE
+// may be WAL, and ADDR and PRUNE_INTERVAL are read too.
 func LocalConfigFromEnv(getenv func(string) string) (Config, error) {
 	return configFromEnv(getenv, true)
 }
@@ -208,6 +218,22 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 			bad("JOURNAL_MODE", "WAL is unsafe on EFS (its index is shared memory on one host); only the local server accepts it")
 		default:
 			bad("JOURNAL_MODE", "%q is not DELETE, TRUNCATE or PERSIST", v)
+		}
+	}
+	if local {
+		c.Addr, c.PruneInterval = DefaultAddr, DefaultPruneInterval
+		if v := getenv("ADDR"); v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				bad("ADDR", "%q is not host:port, e.g. 127.0.0.1:3000", v)
+			}
+			c.Addr = v
+		}
+		if v := getenv("PRUNE_INTERVAL"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Second {
+				bad("PRUNE_INTERVAL", "%q is not a duration of at least 1s, e.g. 1m", v)
+			}
+			c.PruneInterval = d
 		}
 	}
 	if len(errs) > 0 {

@@ -79,8 +79,14 @@ func TestLocalConfigDefaultsThePathAndAllowsWAL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Store.Path != "./data/ratelimit.db" || c.Store.JournalMode != "WAL" {
-		t.Errorf("local config = %+v", c.Store)
+	if c.Store.Path != "./data/ratelimit.db" || c.Store.JournalMode != "WAL" || c.Addr != "127.0.0.1:3000" || c.PruneInterval != time.Minute {
+		t.Errorf("local config = %+v", c)
+	}
+	_, err = limiter.LocalConfigFromEnv(env(map[string]string{"RATE_LIMIT": "abc", "ADDR": "bogus", "PRUNE_INTERVAL": "1ns"}))
+	for _, name := range []string{"RATE_LIMIT", "ADDR", "PRUNE_INTERVAL"} {
+		if err == nil || !strings.Contains(err.Error(), name+":") {
+			t.Errorf("local config error does not mention %s: %v", name, err)
+		}
 	}
 }
 

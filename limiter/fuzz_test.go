@@ -25,7 +25,7 @@ import (
 // FuzzValidKey checks ValidKey against the contract written in its doc
 // comment, computed independently: a key is accepted exactly when it is 1 to
 // MaxKeyBytes bytes of valid UTF-8 without a rune that unicode.IsControl
-// reports. Every rejection wraps ErrInvalidKey.
+// reports or a bidi control. Every rejection wraps ErrInvalidKey.
 func FuzzValidKey(f *testing.F) {
 	for _, seed := range []string{
 		"", "a", "127.0.0.1", "a,b", "a, b", "clé 鍵", "🔑", "e\u0301", "\u202eevil", "\ufeffbom",
@@ -38,8 +38,11 @@ func FuzzValidKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, key string) {
 		err := limiter.ValidKey(key)
+		bidi := func(r rune) bool { // the controls that reorder displayed text
+			return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
+		}
 		want := len(key) >= 1 && len(key) <= limiter.MaxKeyBytes && utf8.ValidString(key) &&
-			strings.IndexFunc(key, unicode.IsControl) < 0
+			strings.IndexFunc(key, unicode.IsControl) < 0 && strings.IndexFunc(key, bidi) < 0
 		switch {
 		case want && err != nil:
 			t.Fatalf("ValidKey(%q) = %v, but the key is 1..%d bytes of UTF-8 without control characters", key, err, limiter.MaxKeyBytes)

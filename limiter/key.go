@@ -14,7 +14,8 @@ const MaxKeyBytes = 256
 var ErrInvalidKey = errors.New("invalid client key")
 
 // ValidKey reports why key cannot be a client key, or nil. A key is 1 to
-// MaxKeyBytes bytes of valid UTF-8 without control characters. Keys are
+// MaxKeyBytes bytes of valid UTF-8 without control characters, bidi
+// controls included. Keys are
 // stored and echoed exactly, so rejecting is the only safe answer to bytes
 // that a JSON response or a log line would have to alter.
 func ValidKey(key string) error {
@@ -27,9 +28,17 @@ func ValidKey(key string) error {
 		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
 	}
 	for _, r := range key {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || isBidiControl(r) {
 			return fmt.Errorf("%w: contains control character %U", ErrInvalidKey, r)
 		}
 	}
 	return nil
+}
+
+// isBidiControl reports the invisible characters that reorder text
+// (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069): a key holding
+// them displays as another key in logs and dashboards. Other invisible
+// format characters, such as the joiner in emoji sequences, are allowed.
+func isBidiControl(r rune) bool {
+	return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }

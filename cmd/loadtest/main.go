@@ -66,7 +66,7 @@ type options struct {
 func main() {
 	var o options
 	var procs string
-	flag.StringVar(&o.db, "db", filepath.Join(os.TempDir(), "loadtest", "ratelimit.db"), "database file; removed first unless -keep")
+	flag.StringVar(&o.db, "db", filepath.Join(os.TempDir(), "ratelimit-loadtest", "ratelimit.db"), "database file; removed first unless -keep")
 	flag.StringVar(&procs, "procs", "1,2,4", "comma-separated process counts, one run each")
 	flag.IntVar(&o.clients, "clients", 4, "concurrent clients per process")
 	flag.IntVar(&o.keys, "keys", 16, "distinct client keys")

@@ -43,3 +43,32 @@ func TestLocalServerSaysListeningOnlyOnceItListens(t *testing.T) {
 		t.Errorf("the server logged \"listening\" on %s, which it never bound:\n%s", held.Addr(), out)
 	}
 }
+
+// TestLocalServerListsEveryConfigurationProblem starts the server with
+// several bad settings: it must refuse to start, before touching any file,
+// and name every one of them in plain text.
+func TestLocalServerListsEveryConfigurationProblem(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "local-api")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RATE_LIMIT=abc", "ADDR=bogus", "PRUNE_INTERVAL=1ns", "FAIL_MODE=maybe", "DB_PATH=")
+	out, err := cmd.CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 {
+		t.Errorf("exit = %v, want status 2", err)
+	}
+	for _, name := range []string{"RATE_LIMIT:", "ADDR:", "PRUNE_INTERVAL:", "FAIL_MODE:"} {
+		if !strings.Contains(string(out), name) {
+			t.Errorf("output does not name %s:\n%s", name, out)
+		}
+	}
+	if strings.Contains(string(out), `{"time"`) {
+		t.Errorf("configuration errors came as a JSON log line, not text:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("the data directory was created before the configuration was checked")
+	}
+}

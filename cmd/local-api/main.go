@@ -32,23 +32,21 @@ import (
 const requestTimeout = 10 * time.Second
 
 func main() {
+	cfg, err := limiter.LocalConfigFromEnv(os.Getenv)
+	if err != nil {
+		// For a person at a terminal: plain text, one problem a line.
+		fmt.Fprintln(os.Stderr, "local-api:", err)
+		os.Exit(2)
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	if err := run(log); err != nil {
+	if err := run(log, cfg); err != nil {
 		log.Error("local-api", "error", err.Error())
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger) error {
-	cfg, err := limiter.LocalConfigFromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
-	addr := envOr("ADDR", "127.0.0.1:3000")
-	pruneEvery, err := time.ParseDuration(envOr("PRUNE_INTERVAL", "1m"))
-	if err != nil || pruneEvery <= 0 {
-		return fmt.Errorf("PRUNE_INTERVAL: %q is not a positive duration, e.g. 1m", os.Getenv("PRUNE_INTERVAL"))
-	}
+func run(log *slog.Logger, cfg limiter.Config) error {
+	addr, pruneEvery := cfg.Addr, cfg.PruneInterval
 	if err := os.MkdirAll(filepath.Dir(cfg.Store.Path), 0o755); err != nil {
 		return fmt.Errorf("create database directory: %w", err)
 	}
@@ -80,9 +78,20 @@ func run(log *slog.Logger) error {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 			defer cancel()
+			if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+				// The API reads no body. Close the connection after
+				// answering rather than wait to read one that may never
+				// finish arriving.
+				w.Header().Set("Connection", "close")
+			}
 			api.ServeHTTP(w, r.WithContext(rctx))
 		}),
+		// A client that never finishes its request (a GET with a body it
+		// does not send, say) would otherwise hold a connection forever.
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       requestTimeout,
+		WriteTimeout:      requestTimeout + 5*time.Second,
+		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    16 << 10,
 	}
 	go prune(ctx, log, store, pruneEvery, cfg.AuditRetention)
@@ -129,11 +138,4 @@ func prune(ctx context.Context, log *slog.Logger, store limiter.Store, every, re
 		}
 		log.Info("prune", "windows_deleted", pruned.Windows, "audit_deleted", pruned.Audit)
 	}
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

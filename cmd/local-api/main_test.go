@@ -31,7 +31,7 @@ func TestLocalServerEndToEnd(t *testing.T) {
 	cmd.Dir = dir
 	// The window is 30 days so that the four requests, which read the real
 	// clock, all but surely fall in one window.
-	cmd.Env = append(os.Environ(), "ADDR="+addr, "DB_PATH=", "PRUNE_INTERVAL=50ms", "WINDOW_SECONDS=2592000", "RATE_LIMIT=")
+	cmd.Env = append(os.Environ(), "ADDR="+addr, "DB_PATH=", "PRUNE_INTERVAL=1s", "WINDOW_SECONDS=2592000", "RATE_LIMIT=")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -80,6 +80,19 @@ func TestLocalServerEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "data", "ratelimit.db")); err != nil {
 		t.Errorf("default database not created: %v", err)
 	}
+	// A GET announcing a body it never finishes sending still gets its
+	// answer, at once.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(conn, "GET /ping HTTP/1.1\r\nHost: x\r\nX-Client-Key: slow\r\nContent-Length: 10\r\n\r\nabc")
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Errorf("GET with an unfinished body: %q, %v; want an answer", line, err)
+	}
+	conn.Close()
+
 	waitFor(t, lines, `"msg":"prune"`)
 
 	cmd.Process.Signal(syscall.SIGTERM)

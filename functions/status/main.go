@@ -31,13 +31,11 @@ func main() {
 		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
 	}
 	api := httpapi.New(httpapi.Options{
-		Store:     store,
-		Policy:    cfg.PingPolicy(),
-		KeySource: cfg.KeySource,
-		FailMode:  cfg.FailMode,
-		Routes:    []string{httpapi.RouteStatus},
-		Caller:    awslambda.Caller,
-		Logger:    log,
+		Store:  store,
+		Policy: cfg.PingPolicy(),
+		Routes: []string{httpapi.RouteStatus},
+		Caller: awslambda.Caller,
+		Logger: log,
 	})
 	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
@@ -21,6 +22,10 @@ import (
 
 	"github.com/ft251/ratelimit/limiter/httpapi"
 )
+
+// DeadlineMargin is how long before Lambda's deadline the handler's own
+// ends: enough to roll back, write the 503 and return it.
+const DeadlineMargin = 500 * time.Millisecond
 
 // HTTPHandler is the Lambda handler of an HTTP API function.
 type HTTPHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
@@ -38,6 +43,14 @@ type HTTPHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.A
 func HTTP(h http.Handler) HTTPHandler {
 	adapter := httpadapter.NewV2(h)
 	return func(ctx context.Context, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		// Lambda's deadline is when it ends the invocation; the handler's
+		// comes DeadlineMargin sooner, so that a wait cut short by it still
+		// leaves time to answer with the fail mode instead of a timeout.
+		if d, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.Add(-DeadlineMargin))
+			defer cancel()
+		}
 		ctx = context.WithValue(ctx, rawHeadersKey{}, lowerKeys(e.Headers))
 		resp, err := adapter.ProxyWithContext(ctx, e)
 		if err != nil {

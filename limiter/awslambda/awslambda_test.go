@@ -261,3 +261,35 @@ func TestHeaderSpelledTwoWaysIsJoinedNotPickedAtRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswersBeforeLambdasDeadline holds the database lock past the
+// invocation's deadline: the handler must answer with the fail mode before
+// Lambda would end the invocation, not run into it.
+func TestAnswersBeforeLambdasDeadline(t *testing.T) {
+	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+	ping := readEvent[events.APIGatewayV2HTTPRequest](t, "ping.json")
+	f.invoke(t, ping)
+	db, err := sql.Open("sqlite", f.store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, _ := db.Conn(context.Background())
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK")
+
+	deadline := time.Now().Add(time.Second) // BUSY_TIMEOUT is 3 s, longer
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "late"})
+	resp, err := f.handler(ctx, ping)
+	if err != nil || resp.StatusCode != 503 || header(resp, "Content-Type") != "application/problem+json" {
+		t.Fatalf("= %d %v %s, want a 503 problem", resp.StatusCode, err, resp.Body)
+	}
+	if !time.Now().Before(deadline) {
+		t.Errorf("answered after Lambda's deadline: the invocation would have timed out instead")
+	}
+}

@@ -69,12 +69,12 @@ func TestHostileKeysThroughTheAdapter(t *testing.T) {
 	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
 	db := f.readDB(t)
 	keys := []struct{ name, key string }{
-		{"comma", "a,b"}, {"comma and space", "a, b"}, {"spaces around commas", " a , b "},
+		{"comma", "a,b"}, {"comma and space", "a, b"}, {"spaces around commas", "a , b"},
 		{"empty element", "a,,b"}, {"only a comma", ","}, {"four elements", "a,b,c,d"}, // the proxy splits all of these
 		{"256 ASCII bytes", strings.Repeat("k", 256)}, {"64 four-byte runes", strings.Repeat("🔑", 64)},
 		{"85 three-byte runes and one byte", strings.Repeat("鍵", 85) + "k"},
 		{"emoji", "🔑🦀"}, {"emoji joined by ZWJ", "👨\u200d👩\u200d👧"}, {"CJK", "鍵の持ち主"}, {"Arabic", "مفتاح"},
-		{"right-to-left override", "\u202egnp.exe"}, {"combining accent (NFD)", "e\u0301"}, {"precomposed (NFC)", "\u00e9"},
+		{"combining accent (NFD)", "e\u0301"}, {"precomposed (NFC)", "\u00e9"},
 		{"SQL drop", "'; DROP TABLE rate_limit_windows; --"}, {"SQL or", "' OR '1'='1"},
 	}
 	for _, tc := range keys {
@@ -103,7 +103,9 @@ func TestHostileKeysThroughTheAdapter(t *testing.T) {
 	if n := dbInt(t, db, `SELECT count(*) FROM rate_limit_windows`); n != int64(len(keys)) {
 		t.Errorf("%d counter rows, want one per key: %d", n, len(keys))
 	}
-	for _, key := range []string{strings.Repeat("k", 257), (strings.Repeat("k", 254) + "🔑")[:256], "a\x00b", "a\r\nb"} {
+	// Too long, cut mid-rune, control characters, a bidi override that
+	// would display "gnp.exe" as "exe.png".
+	for _, key := range []string{strings.Repeat("k", 257), (strings.Repeat("k", 254) + "🔑")[:256], "a\x00b", "a\r\nb", "\u202egnp.exe"} {
 		resp := f.invoke(t, pingEvent(t, "x-client-key", key))
 		if b := body(t, resp); resp.StatusCode != 400 || b["type"] != httpapi.TypeInvalidKey {
 			t.Errorf("key %q: %d %v, want a 400 invalid-client-key problem", key, resp.StatusCode, b)

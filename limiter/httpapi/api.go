@@ -52,7 +52,8 @@ type API struct {
 	routes map[string]func(*request) error
 }
 
-// New returns the API described by opts.
+// New returns the API described by opts. It panics if opts.Policy is
+// invalid or a route is unknown: both are fixed in main, not at run time.
 func New(opts Options) *API {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -66,6 +67,10 @@ func New(opts Options) *API {
 	if len(opts.Routes) == 0 {
 		opts.Routes = []string{RoutePing, RouteStatus}
 	}
+	// A bad policy or route is a programming error in main, found at start.
+	if err := opts.Policy.Validate(); err != nil {
+		panic("httpapi: " + err.Error())
+	}
 	a := &API{opts: opts, routes: map[string]func(*request) error{}}
 	for _, route := range opts.Routes {
 		switch route {
@@ -73,6 +78,8 @@ func New(opts Options) *API {
 			a.routes[route] = a.ping
 		case RouteStatus:
 			a.routes[route] = a.status
+		default:
+			panic("httpapi: unknown route " + route)
 		}
 	}
 	return a
@@ -80,7 +87,7 @@ func New(opts Options) *API {
 
 // request is one request in flight, with what its log line reports.
 type request struct {
-	w      http.ResponseWriter
+	w      *recorder
 	r      *http.Request
 	caller Caller
 	now    time.Time
@@ -97,14 +104,16 @@ type request struct {
 // logs one line.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	req := &request{w: w, r: r, caller: a.opts.Caller(r), now: a.opts.Now()}
+	req := &request{w: &recorder{ResponseWriter: w}, r: r, caller: a.opts.Caller(r), now: a.opts.Now()}
 	if req.caller.RequestID == "" {
 		req.caller.RequestID = newRequestID()
 	}
 	defer func() {
 		if v := recover(); v != nil {
 			a.opts.Logger.Error("panic", "panic", v, "stack", string(debug.Stack()))
-			req.fail(nil)
+			if !req.w.wrote { // else the client already has its answer
+				req.fail(nil)
+			}
 		}
 		a.log(req, time.Since(start))
 	}()
@@ -145,9 +154,12 @@ func (a *API) log(req *request, latency time.Duration) {
 		slog.Int("status", req.status),
 		slog.String("key", req.key),
 		slog.String("decision", req.decision),
-		slog.Int64("count", req.count),
 		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
 		slog.String("request_id", req.caller.RequestID),
+	}
+	switch req.decision { // the count is known only when the store answered
+	case "allowed", "rejected", "read":
+		attrs = append(attrs, slog.Int64("count", req.count))
 	}
 	if req.fromMemory {
 		attrs = append(attrs, slog.Bool("from_memory", true))
@@ -161,6 +173,23 @@ func (a *API) log(req *request, latency time.Duration) {
 		attrs = append(attrs, slog.String("error", req.err.Error()))
 	}
 	a.opts.Logger.LogAttrs(req.r.Context(), level, "request", attrs...)
+}
+
+// recorder notes whether a response has been started, so that a panic
+// after it does not write a second one.
+type recorder struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *recorder) WriteHeader(status int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
 }
 
 // newRequestID makes an id for requests that arrive without one.

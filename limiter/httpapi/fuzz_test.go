@@ -150,7 +150,10 @@ func fromEvent(r events.APIGatewayV2HTTPResponse) answer {
 // byte for byte. An empty header means the fallback key.
 func checkKeyAnswer(t *testing.T, c *checkedStore, path, sent string, a answer, before tables) {
 	t.Helper()
-	want := sent
+	// Spaces and tabs around the value are not part of the key (net/http
+	// trims them before the handler; the handler trims the raw value API
+	// Gateway passes); an empty value is the fallback key.
+	want := strings.Trim(sent, " \t")
 	if want == "" {
 		want = httpapi.FallbackKey
 	}
@@ -315,20 +318,24 @@ func FuzzStatusQuery(f *testing.F) {
 
 		vals, err := url.ParseQuery(q)
 		keys := vals["key"]
+		key := "" // spaces and tabs around it are not part of it, as for /ping
+		if len(keys) == 1 {
+			key = strings.Trim(keys[0], " \t")
+		}
 		switch {
-		case err != nil || len(keys) != 1 || keys[0] == "":
+		case err != nil || len(keys) != 1 || key == "":
 			wantProblem(t, w, 400, httpapi.TypeInvalidQuery, "/status")
-		case limiter.ValidKey(keys[0]) != nil:
+		case limiter.ValidKey(key) != nil:
 			wantProblem(t, w, 400, httpapi.TypeInvalidKey, "/status")
 		default:
 			if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
-				t.Fatalf("/status?%s: %d %s, want 200 JSON for key %q", q, w.Code, w.Body, keys[0])
+				t.Fatalf("/status?%s: %d %s, want 200 JSON for key %q", q, w.Code, w.Body, key)
 			}
 			body := decode(t, w)
-			_, count := c.stored(t, keys[0])
-			if body["key"] != keys[0] || body["count"] != float64(count) || body["limit"] != float64(3) ||
+			_, count := c.stored(t, key)
+			if body["key"] != key || body["count"] != float64(count) || body["limit"] != float64(3) ||
 				body["remaining"] != float64(max(3-count, 0)) {
-				t.Fatalf("/status?%s: body %v, want key %q with stored count %d", q, body, keys[0], count)
+				t.Fatalf("/status?%s: body %v, want key %q with stored count %d", q, body, key, count)
 			}
 		}
 		if t.Failed() {

@@ -74,7 +74,9 @@ func clientKey(r *http.Request, c Caller, src limiter.KeySource) (string, error)
 			return "", p
 		}
 	default:
-		key = c.header(r, ClientKeyHeader)
+		// net/http trims the spaces and tabs around a header value and API
+		// Gateway's raw value keeps them: trim here so both agree.
+		key = strings.Trim(c.header(r, ClientKeyHeader), " \t")
 		if key == "" {
 			key = FallbackKey
 		}

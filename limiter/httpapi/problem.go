@@ -45,8 +45,12 @@ func problem(status int, typ, detail string) *Problem {
 // rateLimited is the 429 answer to a denied decision, with the design note's
 // message.
 func rateLimited(d limiter.Decision) *Problem {
+	requests := " requests"
+	if d.Policy.Limit == 1 {
+		requests = " request"
+	}
 	p := problem(http.StatusTooManyRequests, TypeRateLimited,
-		"Rate limit of "+strconv.FormatInt(d.Policy.Limit, 10)+" requests per "+
+		"Rate limit of "+strconv.FormatInt(d.Policy.Limit, 10)+requests+" per "+
 			strconv.FormatInt(d.Policy.WindowSeconds(), 10)+"s exceeded for key '"+d.Key+"'.")
 	p.header.Set("Retry-After", seconds(d.RetryAfter()))
 	return p
@@ -76,7 +80,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 		p = problem(http.StatusInternalServerError, TypeBlank, "The server could not handle the request.")
 	}
 	out := *p
-	out.Instance = r.URL.Path
+	out.Instance = truncate(r.URL.Path, 200)
 	for k, v := range p.header {
 		w.Header()[k] = v
 	}

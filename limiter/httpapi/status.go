@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/ft251/ratelimit/limiter"
 )
@@ -15,17 +16,22 @@ func (a *API) status(req *request) error {
 		return problem(http.StatusBadRequest, TypeInvalidQuery, "The query string is malformed.")
 	}
 	keys := q["key"]
-	switch {
-	case len(keys) == 0 || keys[0] == "":
-		return problem(http.StatusBadRequest, TypeInvalidQuery, "The query parameter 'key' is required, e.g. /status?key=alice.")
-	case len(keys) > 1:
+	if len(keys) > 1 {
 		return problem(http.StatusBadRequest, TypeInvalidQuery, "The query parameter 'key' is given more than once.")
 	}
-	if err := limiter.ValidKey(keys[0]); err != nil {
+	// Spaces and tabs around a key are not part of it, as for /ping.
+	key := ""
+	if len(keys) == 1 {
+		key = strings.Trim(keys[0], " \t")
+	}
+	if key == "" {
+		return problem(http.StatusBadRequest, TypeInvalidQuery, "The query parameter 'key' is required, e.g. /status?key=alice.")
+	}
+	if err := limiter.ValidKey(key); err != nil {
 		return invalidKey(err)
 	}
-	req.key = keys[0]
-	u, err := a.opts.Store.Usage(req.r.Context(), a.opts.Policy, keys[0], req.now)
+	req.key = key
+	u, err := a.opts.Store.Usage(req.r.Context(), a.opts.Policy, key, req.now)
 	if err != nil {
 		req.err, req.decision = err, "error"
 		return storeUnavailable(a.opts.Policy.Window)

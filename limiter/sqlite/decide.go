@@ -4,6 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -32,9 +36,12 @@ VALUES (?1, ?2, ?3, ?4, ?5)`
 // an increment, and an audit row exists exactly when its increment committed
 // as an allowed one.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision, error) {
+	if err := a.Policy.Validate(); err != nil {
+		return limiter.Decision{}, fmt.Errorf("sqlite: %w", err)
+	}
 	window := limiter.FormatWindow(limiter.WindowStart(a.Now, a.Policy.Window))
 	var d limiter.Decision
-	err := s.write(ctx, a.Now, "decide", func(tx *sql.Tx, h *handle) error {
+	err := s.write(ctx, "decide", func(tx *sql.Tx, h *handle) error {
 		var count int64
 		err := tx.StmtContext(ctx, h.upsert).QueryRowContext(ctx,
 			a.Policy.StoreKey(a.Key), window, a.Policy.WindowSeconds()).Scan(&count)
@@ -57,17 +64,39 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision,
 // Usage reads key's count in the window containing now with one SELECT, in
 // autocommit mode: it takes only a shared lock and writes nothing.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
+	if err := p.Validate(); err != nil {
+		return limiter.Usage{}, fmt.Errorf("sqlite: %w", err)
+	}
 	window := limiter.FormatWindow(limiter.WindowStart(now, p.Window))
+	// A read waits for the lock (a commit in progress) or this process's
+	// connection no longer than a write would.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
+	defer cancel()
 	var count int64
-	err := s.do(ctx, now, "read count", func(h *handle) error {
+	err := s.do(ctx, "read count", func(h *handle) error {
 		err := h.usage.QueryRowContext(ctx, p.StoreKey(key), window).Scan(&count)
 		if errors.Is(err, sql.ErrNoRows) {
 			count, err = 0, nil
 		}
 		return err
 	})
-	if err != nil {
+	if err != nil && !s.noDatabaseYet() {
 		return limiter.Usage{}, err
 	}
 	return p.UsageAt(key, now, count), nil
+}
+
+// noDatabaseYet reports, for a read-only store, that the database file does
+// not exist but its directory does: no writer has counted anything yet, so
+// every count is 0. (A missing directory is a mount or path fault, and
+// stays one.)
+func (s *Store) noDatabaseYet() bool {
+	if !s.cfg.ReadOnly {
+		return false
+	}
+	if _, err := os.Stat(s.path); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	fi, err := os.Stat(filepath.Dir(s.path))
+	return err == nil && fi.IsDir()
 }

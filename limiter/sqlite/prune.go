@@ -49,7 +49,7 @@ func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.
 	if out.Windows, err = s.pruneWindows(ctx, now); err != nil || auditBefore.IsZero() {
 		return out, err
 	}
-	out.Audit, err = s.pruneAudit(ctx, now, auditBefore)
+	out.Audit, err = s.pruneAudit(ctx, auditBefore)
 	return out, err
 }
 
@@ -63,7 +63,7 @@ func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) 
 		began := time.Now()
 		// One batch: find where the next PruneBatch rows end, and delete
 		// the expired ones among them.
-		err := s.write(ctx, now, "prune windows", func(tx *sql.Tx, _ *handle) error {
+		err := s.write(ctx, "prune windows", func(tx *sql.Tx, _ *handle) error {
 			var res sql.Result
 			err := tx.QueryRowContext(ctx, pruneWindowsBoundSQL, loKey, loStart, PruneBatch-1).Scan(&hiKey, &hiStart)
 			switch {
@@ -107,12 +107,12 @@ func yield(ctx context.Context, batch time.Duration) error {
 	}
 }
 
-func (s *Store) pruneAudit(ctx context.Context, now, before time.Time) (int64, error) {
+func (s *Store) pruneAudit(ctx context.Context, before time.Time) (int64, error) {
 	// Read the boundary outside any write transaction: it scans the old
 	// rows once, under a shared lock that does not stop writers from
 	// preparing their transactions.
 	var boundary int64
-	err := s.do(ctx, now, "prune audit", func(h *handle) error {
+	err := s.do(ctx, "prune audit", func(h *handle) error {
 		err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(CalledAtLayout)).Scan(&boundary)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = h.db.QueryRowContext(ctx, pruneAuditEndSQL).Scan(&boundary)
@@ -126,7 +126,7 @@ func (s *Store) pruneAudit(ctx context.Context, now, before time.Time) (int64, e
 	for {
 		var n int64
 		began := time.Now()
-		err := s.write(ctx, now, "prune audit", func(tx *sql.Tx, _ *handle) error {
+		err := s.write(ctx, "prune audit", func(tx *sql.Tx, _ *handle) error {
 			res, err := tx.ExecContext(ctx, pruneAuditBatchSQL, boundary, PruneBatch)
 			if err == nil {
 				n, err = res.RowsAffected()

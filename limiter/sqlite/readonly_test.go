@@ -47,8 +47,18 @@ func TestReadOnlyStoreNeverCreatesTheFile(t *testing.T) {
 		t.Fatalf("read-only open of a missing file = %v, %v; want a store and ErrUnavailable", r, err)
 	}
 	defer r.Close()
+	// Nothing was ever counted in a database nobody created: count 0.
+	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 0 || u.Remaining != ping.Limit {
+		t.Errorf("usage before the database exists = %+v, %v; want count 0", u, err)
+	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("read-only open created %s", path)
+	}
+	// But a missing directory is a fault, not an empty database.
+	lost, _ := sqlite.Open(context.Background(), readOnlyConfig(filepath.Join(path+".d", "rl.db")))
+	defer lost.Close()
+	if _, err := lost.Usage(context.Background(), ping, "alice", t0); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Errorf("usage with the directory missing = %v, want ErrUnavailable", err)
 	}
 	// Once a writer has created and migrated it, the reader recovers.
 	allow(t, mustOpenAt(t, path), ping, "alice", t0)

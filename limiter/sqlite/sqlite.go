@@ -15,10 +15,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -79,11 +81,13 @@ func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: database path %q: %w", cfg.Path, err)
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("sqlite: database path %s is a directory", path)
+	}
 	s := &Store{path: path, cfg: cfg, mu: make(chan struct{}, 1)}
 	// Opening may wait for the lock like any call: cold starts that race to
-	// migrate a new file take turns. The zero time makes the first call
-	// after Open check the file, whatever clock its callers use.
-	if err := s.do(ctx, time.Time{}, "open", func(*handle) error { return nil }); err != nil {
+	// migrate a new file take turns.
+	if err := s.do(ctx, "open", func(*handle) error { return nil }); err != nil {
 		if isFatal(err) {
 			return nil, err
 		}
@@ -99,12 +103,10 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	s.mu <- struct{}{}
 	defer func() { <-s.mu }()
-	if s.h == nil {
-		return nil
+	if s.h != nil {
+		s.retire(s.h)
 	}
-	err := s.h.close()
-	s.h = nil
-	return err
+	return nil
 }
 
 // handle is one open database with its prepared statements.
@@ -115,6 +117,15 @@ type handle struct {
 	upsert *sql.Stmt
 	audit  *sql.Stmt
 	usage  *sql.Stmt
+
+	// Guarded by Store.mu: calls in flight on the handle, and whether it
+	// has been retired, to be closed when the last of them ends.
+	refs    int
+	retired bool
+	// checkMode asks the next write to read the journal mode back, once
+	// per FileCheckInterval: a process configured for WAL that opens the
+	// same file would otherwise switch it, and this store with it.
+	checkMode atomic.Bool
 }
 
 // close closes the database and then the probe, whose descriptor on the
@@ -175,12 +186,11 @@ func synchronous(journalMode string) string {
 func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	db, err := sql.Open("sqlite", dsn(s.path, s.cfg))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", s.path, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			db.Close()
-			err = fmt.Errorf("sqlite: open %s: %w", s.path, err)
 		}
 	}()
 	// One connection per process: decisions serialize on the file lock
@@ -240,20 +250,25 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	return h, nil
 }
 
-// handle returns the open database, opening it if needed, and checks at most
-// once per FileCheckInterval that the path still names the open file.
-func (s *Store) handle(ctx context.Context, now time.Time) (*handle, error) {
+// acquire returns the open database, opening it if needed, with a
+// reference the caller gives back with release. At most once per
+// FileCheckInterval it checks that the path still names the open file; if
+// the file was deleted or replaced, the handle is retired, to be closed
+// when the calls still using it end, and a fresh one opened.
+func (s *Store) acquire(ctx context.Context) (*handle, error) {
 	select {
 	case s.mu <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.mu }()
+	now := time.Now()
 	if s.h != nil && now.Sub(s.checked) >= FileCheckInterval {
 		s.checked = now
-		if fi, err := os.Stat(s.path); err != nil || !os.SameFile(fi, s.h.file) {
-			s.h.close()
-			s.h = nil
+		if s.moved(s.h) {
+			s.retire(s.h)
+		} else {
+			s.h.checkMode.Store(true)
 		}
 	}
 	if s.h == nil {
@@ -263,17 +278,48 @@ func (s *Store) handle(ctx context.Context, now time.Time) (*handle, error) {
 		}
 		s.h, s.checked = h, now
 	}
+	s.h.refs++
 	return s.h, nil
 }
 
-// drop closes h and forgets it if it is still the open handle, so that the
-// next call reopens the database instead of reusing a broken one.
-func (s *Store) drop(h *handle) {
+// moved reports whether the path no longer names h's file. A stat that
+// fails for another reason than a missing file (a passing NFS error) says
+// nothing, and keeps the handle.
+func (s *Store) moved(h *handle) bool {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	return !os.SameFile(fi, h.file)
+}
+
+// release gives back a reference from acquire.
+func (s *Store) release(h *handle) {
 	s.mu <- struct{}{}
+	defer func() { <-s.mu }()
+	if h.refs--; h.retired && h.refs == 0 {
+		h.close()
+	}
+}
+
+// retire forgets h, so that the next call opens the database afresh, and
+// closes it now or when its last call ends. s.mu is held.
+func (s *Store) retire(h *handle) {
 	if s.h == h {
-		s.h.close()
 		s.h = nil
 	}
+	if !h.retired {
+		h.retired = true
+		if h.refs == 0 {
+			h.close()
+		}
+	}
+}
+
+// drop retires h if it is still the open handle: a call found it broken.
+func (s *Store) drop(h *handle) {
+	s.mu <- struct{}{}
+	s.retire(h)
 	<-s.mu
 }
 

@@ -422,9 +422,9 @@ func TestDeletedFileIsReopened(t *testing.T) {
 	allow(t, s, ping, "k", t0)
 	allow(t, s, ping, "k", t0)
 	os.Remove(path)
-	// Within FileCheckInterval the store does not look; after it, it reopens
-	// a fresh file instead of counting on in the unlinked one.
-	d := allow(t, s, ping, "k", t0.Add(sqlite.FileCheckInterval))
+	// The next write finds its file gone (SQLite checks before it writes)
+	// and reopens a fresh one instead of counting on in the unlinked file.
+	d := allow(t, s, ping, "k", t0)
 	if d.Count != 1 {
 		t.Errorf("count after the file was deleted = %d, want 1 in a new file", d.Count)
 	}
@@ -516,5 +516,67 @@ func TestWaitsForAHeldLockAndCountsRetries(t *testing.T) {
 		if retries := s.Stats().BusyRetries; sqliteHandler && retries != 0 || !sqliteHandler && retries == 0 {
 			t.Errorf("sqlite handler %v: %d busy retries counted", sqliteHandler, retries)
 		}
+	}
+}
+
+func TestReaderNoticesAReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ratelimit.db")
+	allow(t, mustOpenAt(t, path), ping, "k", t0)
+	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if u, _ := r.Usage(context.Background(), ping, "k", t0); u.Count != 1 {
+		t.Fatalf("count %d, want 1", u.Count)
+	}
+	// Another file takes the path (a restore from backup, say), with a
+	// different count. Readers are not warned by SQLite, so the store looks
+	// at most once per FileCheckInterval of real time.
+	other := filepath.Join(dir, "other.db")
+	w := mustOpenAt(t, other)
+	allow(t, w, ping, "k", t0)
+	allow(t, w, ping, "k", t0)
+	w.Close()
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(sqlite.FileCheckInterval)
+	if u, err := r.Usage(context.Background(), ping, "k", t0); err != nil || u.Count != 2 {
+		t.Errorf("after the file was replaced: %+v, %v; want the new file's count 2", u, err)
+	}
+}
+
+func TestOpenRefusesADirectory(t *testing.T) {
+	dir := t.TempDir()
+	if s, err := sqlite.Open(context.Background(), storeConfig(dir)); s != nil || err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("open of a directory = %v, %v; want a fatal error", s, err)
+	}
+}
+
+func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.db")
+	s := mustOpenAt(t, path)
+	allow(t, s, ping, "k", t0)
+	// A local server configured for WAL opens the same file and switches it.
+	wal, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path, JournalMode: "WAL", BusyTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow(t, wal, ping, "k", t0)
+	time.Sleep(sqlite.FileCheckInterval)
+	// The rollback-journal store notices within a second and stops rather
+	// than carry on in WAL, which is unsafe where it runs (EFS).
+	if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0}); err == nil || !strings.Contains(err.Error(), "journal mode") {
+		t.Errorf("allow after the switch = %v; want an error about the journal mode", err)
+	}
+	wal.Close()
+	// With the WAL process gone, the store reopens and sets DELETE again.
+	if d := allow(t, s, ping, "k", t0); d.Count != 3 {
+		t.Errorf("count after the WAL process left = %d, want 3", d.Count)
+	}
+	if mode := queryString(t, inspect(t, path), `PRAGMA journal_mode`); mode != "delete" {
+		t.Errorf("journal mode = %q, want delete", mode)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -170,7 +171,7 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 // the call tried once more on a fresh one, so the first request after such
 // a fault clears succeeds. Any other sign that the file is in trouble drops
 // the handle for the next call.
-func (s *Store) do(ctx context.Context, now time.Time, op string, fn func(*handle) error) error {
+func (s *Store) do(ctx context.Context, op string, fn func(*handle) error) error {
 	start := time.Now()
 	reopened := false
 	var room *probe // the waiting room this call stepped into
@@ -180,9 +181,10 @@ func (s *Store) do(ctx context.Context, now time.Time, op string, fn func(*handl
 		}
 	}()
 	for {
-		h, err := s.handle(ctx, now)
+		h, err := s.acquire(ctx)
 		if err == nil {
 			err = fn(h)
+			s.release(h)
 		}
 		if err == nil {
 			return nil
@@ -260,10 +262,14 @@ func (s *Store) giveWay(ctx context.Context) error {
 // Only the COMMIT may wait inside SQLite, for readers, up to what is left of
 // the budget; the connection is told not to wait again before it is
 // released.
-func (s *Store) write(ctx context.Context, now time.Time, op string, fn func(*sql.Tx, *handle) error) error {
+func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) error) error {
 	start := time.Now()
-	return s.do(ctx, now, op, func(h *handle) error {
-		conn, err := h.db.Conn(ctx)
+	return s.do(ctx, op, func(h *handle) error {
+		// Waiting for this process's one connection is waiting for the
+		// lock too, and shares its budget.
+		connCtx, cancel := context.WithDeadline(ctx, start.Add(s.cfg.BusyTimeout))
+		defer cancel()
+		conn, err := h.db.Conn(connCtx)
 		if err != nil {
 			return err
 		}
@@ -277,6 +283,16 @@ func (s *Store) write(ctx context.Context, now time.Time, op string, fn func(*sq
 			return err
 		}
 		defer tx.Rollback() // after Commit, a no-op
+		if h.checkMode.CompareAndSwap(true, false) {
+			var mode string
+			if err := tx.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+				return err
+			}
+			if !strings.EqualFold(mode, s.cfg.JournalMode) {
+				s.drop(h) // reopening sets the configured mode again, or fails
+				return fmt.Errorf("journal mode changed to %q under the store, not %q: %w", mode, s.cfg.JournalMode, errFatal)
+			}
+		}
 		if err := fn(tx, h); err != nil {
 			return err
 		}
@@ -285,7 +301,13 @@ func (s *Store) write(ctx context.Context, now time.Time, op string, fn func(*sq
 			if _, err := tx.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(left.Milliseconds(), 10)); err != nil {
 				return err
 			}
-			defer conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 0")
+			defer func() {
+				// A connection left waiting SQLite's way would wait
+				// unfairly from then on: rather open a fresh one.
+				if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 0"); err != nil {
+					s.drop(h)
+				}
+			}()
 		}
 		if err := tx.Commit(); err != nil {
 			return err
