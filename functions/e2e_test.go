@@ -98,6 +98,13 @@ func build(dir string) error {
 		}
 		bin.bootstrap[name] = out
 	}
+	// The lean build a SQLite-only deployment may use: no DynamoDB store,
+	// no AWS SDK.
+	out := filepath.Join(dir, "ping-nodynamodb", "bootstrap")
+	if err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc,nodynamodb", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/ping"); err != nil {
+		return err
+	}
+	bin.bootstrap["ping-nodynamodb"] = out
 	return nil
 }
 
@@ -121,7 +128,8 @@ type emulator struct {
 	// second, concurrent one with a busy error: it logs "ReserveFailed:
 	// AlreadyReserved", dereferences the missing reservation and crashes,
 	// taking the in-flight invocation with it.
-	mu sync.Mutex
+	mu   sync.Mutex
+	logs *lockedBuffer // what the emulator and the function wrote
 }
 
 // startEmulator runs function's bootstrap under its own emulator, with
@@ -152,8 +160,8 @@ func startEmulator(t *testing.T, function string, env ...string) *emulator {
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
 		"AWS_REGION=us-east-1",
 	}, env...)
-	logs := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs // the same writer: written by one goroutine at a time
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	// The bootstrap inherits the output; do not wait for it forever.
 	cmd.WaitDelay = stopTimeout
 	if err := cmd.Start(); err != nil {
@@ -204,7 +212,27 @@ func startEmulator(t *testing.T, function string, env ...string) *emulator {
 	return &emulator{
 		url:    "http://" + addr + "/2015-03-31/functions/function/invocations",
 		client: &http.Client{Timeout: invokeTimeout},
+		logs:   logs,
 	}
+}
+
+// lockedBuffer collects an emulator's output, which its process writes
+// while a test may read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // freeAddrs returns n loopback addresses that were free a moment ago. The

@@ -50,17 +50,35 @@ type Config struct {
 	PruneInterval time.Duration
 }
 
-// StoreConfig locates and tunes the SQLite store.
+// Stores a Config can name (STORE).
+const (
+	StoreSQLite   = "sqlite"
+	StoreDynamoDB = "dynamodb"
+)
+
+// StoreConfig says which store keeps the counters, and tunes it.
 type StoreConfig struct {
-	// Path is the database file (DB_PATH).
+	// Kind is StoreSQLite (the default) or StoreDynamoDB (STORE).
+	Kind string
+	// Table and Endpoint locate the DynamoDB table (TABLE_NAME, and
+	// DYNAMODB_ENDPOINT to use a local implementation); region and
+	// credentials come from the AWS SDK's usual chain.
+	Table    string
+	Endpoint string
+
+	// Path is the SQLite database file (DB_PATH).
 	Path string
 	// JournalMode is the rollback-journal mode (JOURNAL_MODE): DELETE,
 	// TRUNCATE or PERSIST. WAL is accepted only by the local server: its
 	// index lives in shared memory on one host, and every Lambda execution
 	// environment is a host of its own.
 	JournalMode string
-	// BusyTimeout bounds each wait for the database lock (BUSY_TIMEOUT).
+	// BusyTimeout bounds each wait for the database lock, or for DynamoDB
+	// to accept a write that conflicted or was throttled (BUSY_TIMEOUT).
 	BusyTimeout time.Duration
+	// AuditRetention is Config.AuditRetention again, for the stores that
+	// expire audit records themselves (DynamoDB's TTL).
+	AuditRetention time.Duration
 	// ReadOnly opens the database for reading only, as the status function
 	// does on its read-only mount: no migrations, no writes.
 	ReadOnly bool
@@ -138,6 +156,7 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 		KeySource: KeySource{Kind: KeyFromHeader},
 		FailMode:  FailClosed,
 		Store: StoreConfig{
+			Kind:        StoreSQLite,
 			Path:        getenv("DB_PATH"),
 			JournalMode: DefaultJournalMode,
 			BusyTimeout: DefaultBusyTimeout,
@@ -148,12 +167,27 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	if c.Store.Path == "" {
-		if local {
-			c.Store.Path = DefaultLocalDBPath
-		} else {
-			bad("DB_PATH", "not set; it names the SQLite database file, e.g. /mnt/efs/ratelimit.db")
+	if v := getenv("STORE"); v != "" {
+		switch v {
+		case StoreSQLite, StoreDynamoDB:
+			c.Store.Kind = v
+		default:
+			bad("STORE", "%q is not sqlite or dynamodb", v)
 		}
+	}
+	switch {
+	case c.Store.Kind == StoreDynamoDB:
+		c.Store.Table, c.Store.Endpoint = getenv("TABLE_NAME"), getenv("DYNAMODB_ENDPOINT")
+		if c.Store.Table == "" {
+			bad("TABLE_NAME", "not set; STORE=dynamodb needs the table's name")
+		}
+		if e := c.Store.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			bad("DYNAMODB_ENDPOINT", "%q is not an http:// or https:// URL", e)
+		}
+	case c.Store.Path == "" && local:
+		c.Store.Path = DefaultLocalDBPath
+	case c.Store.Path == "":
+		bad("DB_PATH", "not set; it names the SQLite database file, e.g. /mnt/efs/ratelimit.db")
 	}
 	if v := getenv("RATE_LIMIT"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -220,6 +254,7 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 			bad("JOURNAL_MODE", "%q is not DELETE, TRUNCATE or PERSIST", v)
 		}
 	}
+	c.Store.AuditRetention = c.AuditRetention
 	if local {
 		c.Addr, c.PruneInterval = DefaultAddr, DefaultPruneInterval
 		if v := getenv("ADDR"); v != "" {

@@ -22,7 +22,7 @@ func TestConfigDefaults(t *testing.T) {
 		Limit: 3, Window: time.Minute,
 		KeySource: limiter.KeySource{Kind: "header"},
 		FailMode:  limiter.FailClosed,
-		Store:     limiter.StoreConfig{Path: "/mnt/efs/ratelimit.db", JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
+		Store:     limiter.StoreConfig{Kind: "sqlite", Path: "/mnt/efs/ratelimit.db", JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
 	}
 	if c != want {
 		t.Errorf("defaults = %+v\nwant %+v", c, want)
@@ -99,5 +99,27 @@ func TestConfigRejectCache(t *testing.T) {
 	}
 	if _, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "REJECT_CACHE": "sometimes"})); err == nil {
 		t.Error("REJECT_CACHE=sometimes accepted")
+	}
+}
+
+func TestConfigDynamoDB(t *testing.T) {
+	c, err := limiter.ConfigFromEnv(env(map[string]string{"STORE": "dynamodb", "TABLE_NAME": "counters", "DYNAMODB_ENDPOINT": "http://127.0.0.1:5000", "AUDIT_RETENTION": "7d"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Kind != "dynamodb" || c.Store.Table != "counters" || c.Store.Endpoint != "http://127.0.0.1:5000" || c.Store.AuditRetention != 7*24*time.Hour {
+		t.Errorf("store config = %+v", c.Store)
+	}
+	_, err = limiter.ConfigFromEnv(env(map[string]string{"STORE": "dynamodb", "DYNAMODB_ENDPOINT": "localhost:5000"}))
+	for _, name := range []string{"TABLE_NAME:", "DYNAMODB_ENDPOINT:"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "DB_PATH") {
+		t.Errorf("DB_PATH demanded for the DynamoDB store: %v", err)
+	}
+	if _, err := limiter.ConfigFromEnv(env(map[string]string{"STORE": "redis", "DB_PATH": "x"})); err == nil || !strings.Contains(err.Error(), "STORE:") {
+		t.Errorf("STORE=redis: %v", err)
 	}
 }

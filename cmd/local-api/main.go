@@ -24,7 +24,7 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/stores"
 )
 
 // requestTimeout bounds each request as the template's function timeout
@@ -47,13 +47,15 @@ func main() {
 
 func run(log *slog.Logger, cfg limiter.Config) error {
 	addr, pruneEvery := cfg.Addr, cfg.PruneInterval
-	if err := os.MkdirAll(filepath.Dir(cfg.Store.Path), 0o755); err != nil {
-		return fmt.Errorf("create database directory: %w", err)
+	if cfg.Store.Kind == limiter.StoreSQLite {
+		if err := os.MkdirAll(filepath.Dir(cfg.Store.Path), 0o755); err != nil {
+			return fmt.Errorf("create database directory: %w", err)
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	store, err := sqlite.Open(ctx, cfg.Store)
+	store, err := stores.Open(ctx, cfg.Store)
 	if store == nil {
 		return err
 	}
@@ -103,8 +105,12 @@ func run(log *slog.Logger, cfg limiter.Config) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", "addr", "http://"+addr, "db", store.Path(), "limit", cfg.Limit,
-		"window_seconds", int64(cfg.Window/time.Second), "journal_mode", cfg.Store.JournalMode)
+	where := []any{"store", cfg.Store.Kind, "db", cfg.Store.Path, "journal_mode", cfg.Store.JournalMode}
+	if cfg.Store.Kind == limiter.StoreDynamoDB {
+		where = []any{"store", cfg.Store.Kind, "table", cfg.Store.Table, "endpoint", cfg.Store.Endpoint}
+	}
+	log.Info("listening", append([]any{"addr", "http://" + addr, "limit", cfg.Limit,
+		"window_seconds", int64(cfg.Window / time.Second)}, where...)...)
 	select {
 	case err := <-errc:
 		return err

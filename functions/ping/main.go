@@ -11,7 +11,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/stores"
 )
 
 func main() {
@@ -20,7 +20,7 @@ func main() {
 	if err != nil {
 		awslambda.Fatal(log, "configuration", err)
 	}
-	store, err := sqlite.Open(context.Background(), cfg.Store)
+	store, err := stores.Open(context.Background(), cfg.Store)
 	if store == nil {
 		awslambda.Fatal(log, "open store", err)
 	}

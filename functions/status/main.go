@@ -11,7 +11,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/stores"
 )
 
 func main() {
@@ -23,7 +23,7 @@ func main() {
 	// Reads only, as its read-only mount allows: a hot journal left by a
 	// crashed writer makes it answer 503 until the next /ping rolls it back.
 	cfg.Store.ReadOnly = true
-	store, err := sqlite.Open(context.Background(), cfg.Store)
+	store, err := stores.Open(context.Background(), cfg.Store)
 	if store == nil {
 		awslambda.Fatal(log, "open store", err)
 	}

@@ -1,0 +1,323 @@
+// Package dynamodb keeps the limiter's counters and audit records in one
+// DynamoDB table, for deployments that outgrow one SQLite file.
+//
+// Table: partition key pk and sort key sk, both strings, with time to live
+// on the number attribute expires_at.
+//
+//   - A counter is pk = the policy's store key (the client key exactly for
+//     /ping), sk = "window#" + the window start, with count, window_seconds
+//     and expires_at = window end + one window, so that DynamoDB deletes it
+//     once no decision can need it (the previous window stays).
+//   - An audit record is pk = "call#" + client key + "#" + window start, sk =
+//     called_at + "#" + request id + "#" + a random suffix, with key,
+//     window_start, called_at, route, request_id and, when AUDIT_RETENTION
+//     is set, expires_at = called_at + the retention. Records of one key and
+//     window share a partition, so `Query pk = call#alice#...` lists them.
+//
+// # One decision
+//
+// An attempt is one TransactWriteItems: add 1 to the counter on condition
+// that it is below the limit, and put the audit record. Both happen or
+// neither, so every allowed attempt has exactly one audit record and there
+// is none for an attempt that was not counted, whatever crashes in between.
+// What a transaction cannot do is return values: so an allowed attempt then
+// reads the count back (a strongly consistent GetItem), which may already
+// include attempts that raced in after it. When the condition fails, the key
+// is at its limit: the attempt is counted with one UpdateItem ADD that
+// returns the new count, and denied. So every decision is two requests.
+//
+// A transaction that conflicts with another on the same item, and a request
+// DynamoDB throttles, are tried again until BusyTimeout or the request's
+// deadline; then the store fails and the fail mode answers. One hot key is
+// bounded by its partition's write throughput, about 1,000 write units a
+// second, and a transactional write costs two: about 500 allowed decisions
+// per second for a single key.
+package dynamodb
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Store is a limiter.Store on a DynamoDB table. It is safe for simultaneous
+// use by multiple goroutines and processes.
+type Store struct {
+	client *dynamodb.Client
+	cfg    limiter.StoreConfig
+}
+
+var _ limiter.Store = (*Store)(nil)
+
+// Attribute names.
+const (
+	attrPK      = "pk"
+	attrSK      = "sk"
+	attrCount   = "count"
+	attrWindow  = "window_seconds"
+	attrExpires = "expires_at"
+)
+
+// CalledAtLayout is how an audit record's called_at is written, as the
+// SQLite store writes it.
+const CalledAtLayout = "2006-01-02T15:04:05.000Z"
+
+// Open returns a store on cfg.Table. It makes no request: a missing table or
+// an unreachable endpoint shows in the first call, as limiter.ErrUnavailable.
+// opts adjust the AWS SDK's configuration (tests give static credentials).
+func Open(ctx context.Context, cfg limiter.StoreConfig, opts ...func(*config.LoadOptions) error) (*Store, error) {
+	if cfg.Table == "" {
+		return nil, errors.New("dynamodb: no table name")
+	}
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = limiter.DefaultBusyTimeout
+	}
+	// The SDK's own retries stay short, well inside a request's budget;
+	// the store's loop (do) decides when to give up.
+	opts = append([]func(*config.LoadOptions) error{config.WithRetryer(func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 2
+			o.MaxBackoff = 50 * time.Millisecond
+		})
+	})}, opts...)
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: AWS configuration: %w", err)
+	}
+	client := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+	})
+	return &Store{client: client, cfg: cfg}, nil
+}
+
+// Close releases nothing: the SDK's client needs no closing.
+func (s *Store) Close() error { return nil }
+
+// Client is the DynamoDB client, for tests and tools that inspect the table.
+func (s *Store) Client() *dynamodb.Client { return s.client }
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func num(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// CounterKey is the primary key of a counter item.
+func CounterKey(p limiter.Policy, key string, windowStart time.Time) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK: str(p.StoreKey(key)),
+		attrSK: str("window#" + limiter.FormatWindow(windowStart)),
+	}
+}
+
+// AuditPartition is the partition key of key's audit records in a window.
+func AuditPartition(key string, windowStart time.Time) string {
+	return "call#" + key + "#" + limiter.FormatWindow(windowStart)
+}
+
+// Allow counts the attempt and decides it; see the package comment.
+func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision, error) {
+	if err := a.Policy.Validate(); err != nil {
+		return limiter.Decision{}, fmt.Errorf("dynamodb: %w", err)
+	}
+	if s.cfg.ReadOnly {
+		return limiter.Decision{}, fmt.Errorf("%w: dynamodb: store opened read-only", limiter.ErrUnavailable)
+	}
+	start := limiter.WindowStart(a.Now, a.Policy.Window)
+	counter := CounterKey(a.Policy, a.Key, start)
+	expires := start.Add(2 * a.Policy.Window).Unix()
+
+	var allowed bool
+	err := s.do(ctx, "decide", func(ctx context.Context) error {
+		nonce := make([]byte, 6)
+		crand.Read(nonce)
+		audit := map[string]types.AttributeValue{
+			attrPK:         str(AuditPartition(a.Key, start)),
+			attrSK:         str(a.Now.UTC().Format(CalledAtLayout) + "#" + a.RequestID + "#" + hex.EncodeToString(nonce)),
+			"key":          str(a.Key),
+			"window_start": str(limiter.FormatWindow(start)),
+			"called_at":    str(a.Now.UTC().Format(CalledAtLayout)),
+			"route":        str(a.Route),
+			"request_id":   str(a.RequestID),
+		}
+		if s.cfg.AuditRetention > 0 {
+			audit[attrExpires] = num(a.Now.Add(s.cfg.AuditRetention).Unix())
+		}
+		_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: []types.TransactWriteItem{
+				{Update: &types.Update{
+					TableName:           &s.cfg.Table,
+					Key:                 counter,
+					UpdateExpression:    aws.String("ADD #c :one SET #w = :w, #e = :e"),
+					ConditionExpression: aws.String("attribute_not_exists(#c) OR #c < :limit"),
+					ExpressionAttributeNames: map[string]string{
+						"#c": attrCount, "#w": attrWindow, "#e": attrExpires,
+					},
+					ExpressionAttributeValues: map[string]types.AttributeValue{
+						":one": num(1), ":limit": num(a.Policy.Limit),
+						":w": num(a.Policy.WindowSeconds()), ":e": num(expires),
+					},
+				}},
+				{Put: &types.Put{TableName: &s.cfg.Table, Item: audit}},
+			},
+		})
+		allowed = err == nil
+		if overLimit(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if allowed {
+		// The transaction returned nothing: read the count back.
+		count, err := s.read(ctx, counter)
+		if err != nil {
+			return limiter.Decision{}, err
+		}
+		d := a.Policy.Decide(a.Key, a.Now, count)
+		d.Allowed = true // the count may include attempts after this one
+		return d, nil
+	}
+	// Over the limit: count the attempt, and deny it whatever the count
+	// says (an attempt without an audit record is never an allowed one).
+	var count int64
+	err = s.do(ctx, "count", func(ctx context.Context) error {
+		out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                &s.cfg.Table,
+			Key:                      counter,
+			UpdateExpression:         aws.String("ADD #c :one SET #w = :w, #e = :e"),
+			ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":one": num(1), ":w": num(a.Policy.WindowSeconds()), ":e": num(expires),
+			},
+			ReturnValues: types.ReturnValueUpdatedNew,
+		})
+		if err == nil {
+			count, err = countOf(out.Attributes)
+		}
+		return err
+	})
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	d := a.Policy.Decide(a.Key, a.Now, count)
+	d.Allowed = false
+	return d, nil
+}
+
+// Usage reads key's counter with a strongly consistent GetItem.
+func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
+	if err := p.Validate(); err != nil {
+		return limiter.Usage{}, fmt.Errorf("dynamodb: %w", err)
+	}
+	count, err := s.read(ctx, CounterKey(p, key, limiter.WindowStart(now, p.Window)))
+	if err != nil {
+		return limiter.Usage{}, err
+	}
+	return p.UsageAt(key, now, count), nil
+}
+
+func (s *Store) read(ctx context.Context, key map[string]types.AttributeValue) (int64, error) {
+	var count int64
+	err := s.do(ctx, "read count", func(ctx context.Context) error {
+		out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName:      &s.cfg.Table,
+			Key:            key,
+			ConsistentRead: aws.Bool(true),
+		})
+		if err == nil {
+			count, err = countOf(out.Item)
+		}
+		return err
+	})
+	return count, err
+}
+
+// Prune deletes nothing: DynamoDB's time to live expires counters one
+// window after their window ends, and audit records AUDIT_RETENTION after
+// they were made. (Expired items may linger for a while until DynamoDB
+// gets to them; no read ever needs them.)
+func (s *Store) Prune(context.Context, time.Time, time.Time) (limiter.Pruned, error) {
+	return limiter.Pruned{}, nil
+}
+
+func countOf(item map[string]types.AttributeValue) (int64, error) {
+	v, ok := item[attrCount].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, nil // no counter yet
+	}
+	return strconv.ParseInt(v.Value, 10, 64)
+}
+
+// overLimit reports whether a transaction was cancelled because the
+// counter's condition failed: the key is at its limit.
+func overLimit(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 {
+		return false
+	}
+	return aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed"
+}
+
+// retryable reports errors worth another try within the budget: a
+// transaction that conflicted with another on the same item, and throttling
+// that outlasted the SDK's own short retries.
+func retryable(err error) bool {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
+				return true
+			}
+		}
+		return false
+	}
+	var conflict *types.TransactionConflictException
+	var throughput *types.ProvisionedThroughputExceededException
+	var limit *types.RequestLimitExceeded
+	var inProgress *types.TransactionInProgressException
+	return errors.As(err, &conflict) || errors.As(err, &throughput) || errors.As(err, &limit) || errors.As(err, &inProgress) ||
+		retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
+}
+
+// do runs fn until it succeeds, fails for good, or the budget
+// (BusyTimeout) or ctx runs out, sleeping a jittered 5 to 50 ms between
+// tries. Failures come back wrapped as limiter.ErrUnavailable.
+func (s *Store) do(ctx context.Context, op string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
+	defer cancel()
+	for try := 0; ; try++ {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) {
+			return fmt.Errorf("%w: dynamodb: %s %s: %w", limiter.ErrUnavailable, op, s.cfg.Table, err)
+		}
+		pause := time.Duration(5+rand.IntN(45)) * time.Millisecond
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: dynamodb: %s %s: gave up after %d tries: %w", limiter.ErrUnavailable, op, s.cfg.Table, try+1, err)
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,173 @@
+// Package dynamotest runs moto_server, a local implementation of DynamoDB
+// (moto, a Python package), for the tests of the DynamoDB store and of the
+// functions that use it: one server per test binary, on a free loopback
+// port, stopped by its pid when the tests end.
+package dynamotest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Moto is a running moto_server.
+type Moto struct {
+	Endpoint string
+	cmd      *exec.Cmd
+}
+
+// Start starts moto_server on a free loopback port and waits until it
+// answers.
+func Start() (*Moto, error) {
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return nil, fmt.Errorf("moto_server not found on PATH (pip package moto[server])")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stop it and its children together
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	m := &Moto{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if resp, err := http.Get(m.Endpoint + "/moto-api/"); err == nil {
+			resp.Body.Close()
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			m.Stop()
+			return nil, fmt.Errorf("moto_server did not answer on %s within 30 s", m.Endpoint)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop kills the server by its pid.
+func (m *Moto) Stop() {
+	syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+	m.cmd.Wait()
+}
+
+var (
+	shared    *Moto
+	sharedErr error
+)
+
+// Main runs a test binary's tests with one moto_server for all of them.
+// Call it from TestMain.
+func Main(m *testing.M) {
+	shared, sharedErr = Start()
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+	}
+	os.Exit(code)
+}
+
+// Endpoint is the shared server's endpoint. Without moto_server the test is
+// skipped, loudly, unless RATELIMIT_REQUIRE_TOOLS is set (as .ci/run sets
+// it), which makes that a failure.
+func Endpoint(tb testing.TB) string {
+	tb.Helper()
+	if sharedErr != nil || shared == nil {
+		msg := "SKIPPED: the DynamoDB half did not run: " + fmt.Sprint(sharedErr)
+		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return shared.Endpoint
+}
+
+// StartT starts a moto_server for one test and stops it when the test
+// ends. Without moto_server the test is skipped, loudly, unless
+// RATELIMIT_REQUIRE_TOOLS is set, which makes that a failure.
+func StartT(tb testing.TB) *Moto {
+	tb.Helper()
+	m, err := Start()
+	if err != nil {
+		msg := "SKIPPED: the DynamoDB half did not run: " + err.Error()
+		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	tb.Cleanup(m.Stop)
+	return m
+}
+
+// Env is the environment a process needs to reach moto: static credentials
+// and a region, as the SDK's default chain reads them.
+var Env = []string{"AWS_ACCESS_KEY_ID=moto", "AWS_SECRET_ACCESS_KEY=moto", "AWS_REGION=us-east-1"}
+
+// Options are the same for an SDK configuration in this process.
+func Options() []func(*config.LoadOptions) error {
+	return []func(*config.LoadOptions) error{
+		config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("moto", "moto", "")),
+	}
+}
+
+// Client is a DynamoDB client for endpoint.
+func Client(tb testing.TB, endpoint string) *dynamodb.Client {
+	tb.Helper()
+	cfg, err := config.LoadDefaultConfig(context.Background(), Options()...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}
+
+// CreateTable creates a table shaped as template.yaml's, with a name of its
+// own, and returns the name.
+func CreateTable(tb testing.TB, endpoint string) string {
+	tb.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	name := "ratelimit-" + strings.ToLower(hex.EncodeToString(b[:]))
+	c := Client(tb, endpoint)
+	ctx := context.Background()
+	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
+		},
+	})
+	if err != nil {
+		tb.Fatalf("create table %s: %v", name, err)
+	}
+	if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expires_at"), Enabled: aws.Bool(true)},
+	}); err != nil {
+		tb.Fatalf("enable TTL on %s: %v", name, err)
+	}
+	return name
+}
