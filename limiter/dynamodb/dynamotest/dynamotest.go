@@ -5,6 +5,7 @@
 package dynamotest
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -31,12 +32,28 @@ type Moto struct {
 	cmd      *exec.Cmd
 }
 
-// Start starts moto_server on a free loopback port and waits until it
-// answers.
+// serve is moto_server's main with one change: requests are served one at
+// a time. moto_server serves each request on a thread of its own, and
+// moto's DynamoDB applies two concurrent updates of one item without a
+// lock, so increments get lost (TestKillNineBetweenWrites saw a count of 56
+// after 57 decisions had returned). DynamoDB itself never does that: an item
+// update is atomic and transactions are serializable, which one request at
+// a time reproduces.
+const serve = `import sys, werkzeug.serving, moto.server as m
+app = m.DomainDispatcherApplication(m.create_backend_app)
+werkzeug.serving.run_simple(sys.argv[1], int(sys.argv[2]), app, threaded=False)`
+
+// Start starts moto's server on a free loopback port and waits until it
+// answers. It runs the moto_server installed on this machine, through the
+// Python interpreter its script names, serving one request at a time.
 func Start() (*Moto, error) {
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
 		return nil, fmt.Errorf("moto_server not found on PATH (pip package moto[server])")
+	}
+	python, err := interpreter(bin)
+	if err != nil {
+		return nil, err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,7 +61,7 @@ func Start() (*Moto, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	cmd := exec.Command(python, "-c", serve, "127.0.0.1", fmt.Sprint(port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stop it and its children together
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -61,6 +78,28 @@ func Start() (*Moto, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// interpreter finds the Python that runs moto_server: the one its script's
+// first line names, or, behind a pyenv shim, the one pyenv would pick.
+func interpreter(script string) (string, error) {
+	out, err := exec.Command("pyenv", "which", "moto_server").Output()
+	if err == nil {
+		script = strings.TrimSpace(string(out))
+	}
+	f, err := os.Open(script)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if python, ok := strings.CutPrefix(strings.TrimSpace(line), "#!"); ok && !strings.Contains(python, "bash") && !strings.Contains(python, "/sh") {
+		return strings.Fields(python)[0], nil
+	}
+	if python, err := exec.LookPath("python3"); err == nil {
+		return python, nil
+	}
+	return "", fmt.Errorf("cannot tell which Python runs %s", script)
 }
 
 // Stop kills the server by its pid.
