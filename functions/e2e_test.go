@@ -98,13 +98,15 @@ func build(dir string) error {
 		}
 		bin.bootstrap[name] = out
 	}
-	// The lean build a SQLite-only deployment may use: no DynamoDB store,
+	// The lean builds a SQLite-only deployment may use: no DynamoDB store,
 	// no AWS SDK.
-	out := filepath.Join(dir, "ping-nodynamodb", "bootstrap")
-	if err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc,nodynamodb", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/ping"); err != nil {
-		return err
+	for _, name := range functionNames {
+		out := filepath.Join(dir, name+"-nodynamodb", "bootstrap")
+		if err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc,nodynamodb", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/"+name); err != nil {
+			return err
+		}
+		bin.bootstrap[name+"-nodynamodb"] = out
 	}
-	bin.bootstrap["ping-nodynamodb"] = out
 	return nil
 }
 
@@ -130,12 +132,13 @@ type emulator struct {
 	// taking the in-flight invocation with it.
 	mu   sync.Mutex
 	logs *lockedBuffer // what the emulator and the function wrote
+	stop func()        // stops it now rather than when the test ends
 }
 
 // startEmulator runs function's bootstrap under its own emulator, with
 // env ("NAME=value") added to the Lambda variables, and stops it when the
 // test ends. Its output is printed if the test fails.
-func startEmulator(t *testing.T, function string, env ...string) *emulator {
+func startEmulator(t testing.TB, function string, env ...string) *emulator {
 	t.Helper()
 	bootstrap := bin.bootstrap[function]
 	if bootstrap == "" {
@@ -173,7 +176,8 @@ func startEmulator(t *testing.T, function string, env ...string) *emulator {
 		waitErr = cmd.Wait()
 		close(done)
 	}()
-	t.Cleanup(func() {
+	var once sync.Once
+	stop := func() {
 		select {
 		case <-done:
 			t.Errorf("%s emulator exited before the test stopped it: %v", function, waitErr)
@@ -191,7 +195,8 @@ func startEmulator(t *testing.T, function string, env ...string) *emulator {
 		if t.Failed() {
 			t.Logf("%s emulator output:\n%s", function, logs)
 		}
-	})
+	}
+	t.Cleanup(func() { once.Do(stop) })
 
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -213,6 +218,7 @@ func startEmulator(t *testing.T, function string, env ...string) *emulator {
 		url:    "http://" + addr + "/2015-03-31/functions/function/invocations",
 		client: &http.Client{Timeout: invokeTimeout},
 		logs:   logs,
+		stop:   func() { once.Do(stop) },
 	}
 }
 
@@ -237,7 +243,7 @@ func (b *lockedBuffer) String() string {
 
 // freeAddrs returns n loopback addresses that were free a moment ago. The
 // listeners are held until all n are chosen, so the n differ.
-func freeAddrs(t *testing.T, n int) []string {
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	addrs := make([]string, n)
 	for i := range addrs {
@@ -291,7 +297,7 @@ func mustHTTP(t *testing.T, e *emulator, event []byte) events.APIGatewayV2HTTPRe
 }
 
 // fixture reads an event from events/ as it is, to be sent byte for byte.
-func fixture(t *testing.T, name string) []byte {
+func fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "events", name))
 	if err != nil {

@@ -62,10 +62,12 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 	env := map[string]string{
 		"RateLimit": "RATE_LIMIT", "WindowSeconds": "WINDOW_SECONDS", "ClientKeySource": "CLIENT_KEY_SOURCE",
 		"FailMode": "FAIL_MODE", "AuditRetention": "AUDIT_RETENTION", "BusyTimeout": "BUSY_TIMEOUT", "RejectCache": "REJECT_CACHE",
+		"Store": "STORE",
 	}
 	candidates := []string{"", "0", "1", "1.5", "-1", "3", "60", "2592000", "2592001", "99999999999999999999",
 		"0s", "0ms", "1ms", "9999ms", "10000ms", "9s", "10s", "25s", "1h", "0d", "1d", "30d", "36500d", "36501d", "9999d",
-		"720h", "999999h", "1m", "header", "source-ip", "claim:", "claim:sub", "x-forwarded-for", "closed", "open", "on", "off", "maybe"}
+		"720h", "999999h", "1m", "header", "source-ip", "claim:", "claim:sub", "x-forwarded-for", "closed", "open", "on", "off", "maybe",
+		"sqlite", "dynamodb", "redis"}
 	for param, name := range env {
 		p, ok := tpl.Parameters[param]
 		if !ok {
@@ -78,7 +80,9 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 				continue // CloudFormation refuses it before anything runs
 			}
 			if _, err := limiter.ConfigFromEnv(func(k string) string {
-				return map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db", name: v}[k]
+				// The template gives every function DB_PATH and, with
+				// DynamoDB, TABLE_NAME.
+				return map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db", "TABLE_NAME": "counters", name: v}[k]
 			}); err != nil {
 				t.Errorf("%s=%q passes the template but the functions refuse it: %v", param, v, err)
 			}
@@ -106,6 +110,25 @@ func at(v any, keys ...any) any {
 
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 
+// pick resolves an {"Fn::If": [UseSQLite or UseDynamoDB, a, b]} for the
+// SQLite deployment (sqlite) or the DynamoDB one: AWS::NoValue becomes nil.
+// Anything else is returned as is.
+func pick(v any, sqlite bool) any {
+	args, ok := at(v, "Fn::If").([]any)
+	if !ok || len(args) != 3 {
+		return v
+	}
+	then := args[0] == "UseSQLite" == sqlite
+	v = args[2]
+	if then {
+		v = args[1]
+	}
+	if at(v, "Ref") == "AWS::NoValue" {
+		return nil
+	}
+	return v
+}
+
 func getAtt(name, attr string) any { return map[string]any{"Fn::GetAtt": []any{name, attr}} }
 func ref(name string) any          { return map[string]any{"Ref": name} }
 
@@ -118,6 +141,7 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 		}
 	}
 
+	// Each store's deployment: what an !If on UseSQLite picks.
 	for _, fn := range []string{"PingFunction", "StatusFunction", "PruneFunction"} {
 		f := res[fn]
 		want(fn+" type", at(f, "Type"), "AWS::Lambda::Function")
@@ -126,11 +150,15 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 		want(fn+" architectures", at(p, "Architectures"), []any{"arm64"})
 		want(fn+" handler", at(p, "Handler"), "bootstrap")
 		want(fn+" build method", at(f, "Metadata", "BuildMethod"), "go1.x")
-		want(fn+" mounts", at(p, "FileSystemConfigs"), []any{map[string]any{"Arn": getAtt("AccessPoint", "Arn"), "LocalMountPath": "/mnt/efs"}})
+		want(fn+" mounts (SQLite)", pick(at(p, "FileSystemConfigs"), true), []any{map[string]any{"Arn": getAtt("AccessPoint", "Arn"), "LocalMountPath": "/mnt/efs"}})
 		want(fn+" DB_PATH", at(p, "Environment", "Variables", "DB_PATH"), "/mnt/efs/ratelimit.db")
-		want(fn+" security groups", at(p, "VpcConfig", "SecurityGroupIds"), []any{ref("FunctionSecurityGroup")})
-		want(fn+" subnets", len(at(p, "VpcConfig", "SubnetIds").([]any)), 2)
-		want(fn+" depends on", at(f, "DependsOn"), []any{"MountTargetA", "MountTargetB"})
+		want(fn+" STORE", at(p, "Environment", "Variables", "STORE"), ref("Store"))
+		want(fn+" security groups (SQLite)", at(pick(at(p, "VpcConfig"), true), "SecurityGroupIds"), []any{ref("FunctionSecurityGroup")})
+		want(fn+" subnets (SQLite)", len(at(pick(at(p, "VpcConfig"), true), "SubnetIds").([]any)), 2)
+		// Lambda refuses a file system without a mount target in every
+		// zone: the functions wait for both, through a handle, because
+		// DependsOn cannot name a resource a condition may leave out.
+		want(fn+" depends on", at(f, "DependsOn"), "StorageReady")
 		for _, env := range []string{"RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "REJECT_CACHE"} {
 			if at(p, "Environment", "Variables", env) == nil {
 				t.Errorf("%s has no %s", fn, env)
@@ -141,12 +169,26 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 			t.Errorf("%s: %v", fn, err)
 		}
 	}
+	want("storage ready", at(res, "StorageReady", "Metadata", "Storage"), map[string]any{"Fn::If": []any{"UseSQLite",
+		[]any{ref("MountTargetA"), ref("MountTargetB")}, []any{ref("CountersTable")}}})
+	for _, fn := range []string{"PingFunction", "StatusFunction"} {
+		p := at(res, fn, "Properties")
+		want(fn+" mounts (DynamoDB)", pick(at(p, "FileSystemConfigs"), false), nil)
+		want(fn+" VPC (DynamoDB)", pick(at(p, "VpcConfig"), false), nil)
+		want(fn+" TABLE_NAME", at(p, "Environment", "Variables", "TABLE_NAME"), map[string]any{"Fn::If": []any{"UseDynamoDB", ref("CountersTable"), ""}})
+	}
 
-	// Least privilege on EFS: ping and prune mount read-write through the
+	// Least privilege. On EFS: ping and prune mount read-write through the
 	// access point; status may only mount, which makes its mount read-only.
-	efsActions := func(role string) []string {
+	// On DynamoDB: ping may update, put and get items of the table, status
+	// only get them.
+	actions := func(role string, sqlite bool, service string) []string {
 		var acts []string
 		for _, pol := range at(res, role, "Properties", "Policies").([]any) {
+			pol = pick(pol, sqlite)
+			if pol == nil {
+				continue
+			}
 			for _, st := range at(pol, "PolicyDocument", "Statement").([]any) {
 				a := at(st, "Action")
 				list, ok := a.([]any)
@@ -154,17 +196,45 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 					list = []any{a}
 				}
 				for _, x := range list {
+					if !strings.HasPrefix(x.(string), service+":") {
+						continue
+					}
 					acts = append(acts, x.(string))
-					want(role+" EFS condition", jsonOf(at(st, "Condition", "StringEquals", "elasticfilesystem:AccessPointArn")) != "null", true)
+					if service == "elasticfilesystem" {
+						want(role+" EFS condition", jsonOf(at(st, "Condition", "StringEquals", "elasticfilesystem:AccessPointArn")) != "null", true)
+					} else {
+						want(role+" table", at(st, "Resource"), getAtt("CountersTable", "Arn"))
+					}
 				}
 			}
 		}
 		slices.Sort(acts)
 		return acts
 	}
-	want("PingFunctionRole EFS actions", efsActions("PingFunctionRole"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
-	want("PruneFunctionRole EFS actions", efsActions("PruneFunctionRole"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
-	want("StatusFunctionRole EFS actions", efsActions("StatusFunctionRole"), []string{"elasticfilesystem:ClientMount"})
+	want("PingFunctionRole EFS actions", actions("PingFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
+	want("PruneFunctionRole EFS actions", actions("PruneFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
+	want("StatusFunctionRole EFS actions", actions("StatusFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount"})
+	want("PingFunctionRole DynamoDB actions with SQLite", actions("PingFunctionRole", true, "dynamodb"), []string(nil))
+	want("PingFunctionRole DynamoDB actions", actions("PingFunctionRole", false, "dynamodb"), []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"})
+	want("StatusFunctionRole DynamoDB actions", actions("StatusFunctionRole", false, "dynamodb"), []string{"dynamodb:GetItem"})
+	want("PingFunctionRole EFS actions with DynamoDB", actions("PingFunctionRole", false, "elasticfilesystem"), []string(nil))
+
+	// Which resources each store gets.
+	for name, cond := range map[string]string{
+		"PruneFunction": "UseSQLite", "PruneFunctionSchedule": "UseSQLite", "FileSystem": "UseSQLite", "MountTargetA": "UseSQLite",
+		"MountTargetB": "UseSQLite", "AccessPoint": "UseSQLite", "FunctionSecurityGroup": "UseSQLite", "Vpc": "CreateNetwork",
+		"CountersTable": "UseDynamoDB", "PingFunction": "", "StatusFunction": "", "HttpApi": "",
+	} {
+		if got, _ := at(res, name, "Condition").(string); got != cond {
+			t.Errorf("%s has condition %q, want %q", name, got, cond)
+		}
+	}
+	tbl := at(res, "CountersTable", "Properties")
+	want("table billing", at(tbl, "BillingMode"), "PAY_PER_REQUEST")
+	want("table TTL", at(tbl, "TimeToLiveSpecification"), map[string]any{"AttributeName": "expires_at", "Enabled": true})
+	want("table PITR", at(tbl, "PointInTimeRecoverySpecification", "PointInTimeRecoveryEnabled"), true)
+	want("table deletion protection", at(tbl, "DeletionProtectionEnabled"), ref("TableDeletionProtection"))
+	want("table keys", at(tbl, "KeySchema"), []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}, map[string]any{"AttributeName": "sk", "KeyType": "RANGE"}})
 	// EFS grants everything to every client without a file system policy.
 	if at(res, "FileSystem", "Properties", "FileSystemPolicy") == nil {
 		t.Error("the file system has no policy, so EFS would let any client write")

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // decides an audit record's expiry when it writes it.
 const retention = 3 * time.Hour
 
-func open(t *testing.T, endpoint, table string) *dynamodb.Store {
+func open(t testing.TB, endpoint, table string) *dynamodb.Store {
 	t.Helper()
 	s, err := dynamodb.Open(context.Background(), limiter.StoreConfig{
 		Kind: limiter.StoreDynamoDB, Table: table, Endpoint: endpoint,
