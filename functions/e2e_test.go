@@ -449,6 +449,9 @@ func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
 		"status":   float64(429),
 		"detail":   "Rate limit of 3 requests per 2592000s exceeded for key 'alice'.",
 		"instance": "/ping",
+		// The policies that rejected the request, by name.
+		"policies": []any{map[string]any{"name": "ping", "limit": float64(3), "window_seconds": float64(2592000),
+			"algorithm": "fixed", "retry_after": float64(retryAfter)}},
 	}
 	if b := jsonBody(t, resp); !reflect.DeepEqual(b, want) {
 		t.Errorf("429 body = %v\nwant %v", b, want)
@@ -567,7 +570,7 @@ func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range seed {
-		d, err := s.Allow(context.Background(), limiter.Attempt{Policy: r.policy, Key: r.key, Now: at.Add(-r.ago), Route: "GET /ping", RequestID: "seed"})
+		d, err := s.Allow(context.Background(), limiter.One(r.policy, r.key, at.Add(-r.ago), "GET /ping", "seed"))
 		if err != nil || !d.Allowed {
 			t.Fatalf("seed %s: %+v, %v", r.key, d, err)
 		}

@@ -1,8 +1,11 @@
 package limiter
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +44,15 @@ type Config struct {
 	// RejectCache answers keys already denied in the current window from
 	// this process's memory (REJECT_CACHE=on); see RejectCache.
 	RejectCache bool
+	// Rules are the policies applied to requests (POLICIES; without it,
+	// the /ping policy from RATE_LIMIT and WINDOW_SECONDS). With SHADOW=on
+	// every one is a shadow.
+	Rules []Rule
+	// Metrics says whether to write CloudWatch EMF lines (METRICS=emf, the
+	// functions' default, or off, the local server's), under
+	// MetricsNamespace (METRICS_NAMESPACE).
+	Metrics          bool
+	MetricsNamespace string
 	// Store says where the counters live.
 	Store StoreConfig
 
@@ -88,10 +100,105 @@ type StoreConfig struct {
 	SQLiteBusyHandler bool
 }
 
-// PingPolicy is the policy of GET /ping. Its counters are stored under the
-// client key exactly.
+// PingPolicy is the seed's policy of GET /ping, from RATE_LIMIT and
+// WINDOW_SECONDS. Its counters are stored under the client key exactly.
 func (c Config) PingPolicy() Policy {
 	return Policy{Name: PingPolicyName, Limit: c.Limit, Window: c.Window}
+}
+
+// Rule is a policy and where it applies: the routes it limits and how each
+// request's key is found.
+type Rule struct {
+	Policy    Policy
+	KeySource KeySource
+	Routes    []string
+}
+
+// RateLimitedRoutes are the routes rules may limit.
+var RateLimitedRoutes = []string{"/ping"}
+
+// ruleJSON is one element of POLICIES.
+type ruleJSON struct {
+	Name      string   `json:"name"`
+	Limit     int64    `json:"limit"`
+	Window    string   `json:"window"`
+	Algorithm string   `json:"algorithm"`
+	Key       string   `json:"key"`
+	Routes    []string `json:"routes"`
+	Shadow    bool     `json:"shadow"`
+}
+
+// parseRules reads POLICIES: a JSON array of
+// {"name", "limit", "window", "algorithm", "key", "routes", "shadow"}.
+// window is a duration ("60s", "24h") or days ("30d"); algorithm is fixed
+// (default) or sliding; key a CLIENT_KEY_SOURCE (default: CLIENT_KEY_SOURCE);
+// routes default to ["/ping"]. A policy named "ping" keeps the seed's
+// counters, under the client key exactly; the others' are namespaced by
+// their names.
+func parseRules(v string, defaultKey KeySource) ([]Rule, error) {
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	var in []ruleJSON
+	if err := dec.Decode(&in); err != nil {
+		return nil, fmt.Errorf("not a JSON array of policies: %v", err)
+	}
+	if len(in) == 0 {
+		return nil, errors.New("no policies")
+	}
+	var errs []error
+	seen := map[string]bool{}
+	rules := make([]Rule, len(in))
+	for i, r := range in {
+		p := Policy{Name: r.Name, Limit: r.Limit, Algorithm: r.Algorithm, Shadow: r.Shadow}
+		if p.Name != PingPolicyName {
+			p.Namespace = p.Name
+		}
+		w, err := parseSpan(r.Window)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("policy %q: window: %v", r.Name, err))
+		}
+		p.Window = w
+		if err := p.Validate(); err != nil && w > 0 {
+			errs = append(errs, err)
+		}
+		if seen[r.Name] {
+			errs = append(errs, fmt.Errorf("policy %q is named twice", r.Name))
+		}
+		seen[r.Name] = true
+		ks := defaultKey
+		if r.Key != "" {
+			if ks, err = ParseKeySource(r.Key); err != nil {
+				errs = append(errs, fmt.Errorf("policy %q: key: %v", r.Name, err))
+			}
+		}
+		routes := r.Routes
+		if len(routes) == 0 {
+			routes = RateLimitedRoutes
+		}
+		for _, route := range routes {
+			if !slices.Contains(RateLimitedRoutes, route) {
+				errs = append(errs, fmt.Errorf("policy %q: route %q is not one of %v", r.Name, route, RateLimitedRoutes))
+			}
+		}
+		rules[i] = Rule{Policy: p, KeySource: ks, Routes: routes}
+	}
+	return rules, errors.Join(errs...)
+}
+
+// parseSpan reads a Go duration ("60s") or whole days ("30d").
+func parseSpan(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 1 || n > 36500 {
+			return 0, fmt.Errorf("%q is not a whole number of days", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as 60s or 24h, nor days such as 30d", v)
+	}
+	return d, nil
 }
 
 // KeySource says how a request's client key is found.
@@ -255,6 +362,37 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 		}
 	}
 	c.Store.AuditRetention = c.AuditRetention
+	c.Rules = []Rule{{Policy: c.PingPolicy(), KeySource: c.KeySource, Routes: RateLimitedRoutes}}
+	if v := getenv("POLICIES"); v != "" {
+		rules, err := parseRules(v, c.KeySource)
+		if err != nil {
+			bad("POLICIES", "%v", err)
+		}
+		c.Rules = rules
+	}
+	if v := getenv("SHADOW"); v != "" {
+		switch strings.ToLower(v) {
+		case "on", "true", "1":
+			for i := range c.Rules {
+				c.Rules[i].Policy.Shadow = true
+			}
+		case "off", "false", "0":
+		default:
+			bad("SHADOW", "%q is not on or off", v)
+		}
+	}
+	c.Metrics = !local
+	if v := getenv("METRICS"); v != "" {
+		switch strings.ToLower(v) {
+		case "emf":
+			c.Metrics = true
+		case "off":
+			c.Metrics = false
+		default:
+			bad("METRICS", "%q is not emf or off", v)
+		}
+	}
+	c.MetricsNamespace = getenv("METRICS_NAMESPACE")
 	if local {
 		c.Addr, c.PruneInterval = DefaultAddr, DefaultPruneInterval
 		if v := getenv("ADDR"); v != "" {
@@ -283,18 +421,11 @@ func parseRetention(v string) (time.Duration, error) {
 	if v == "0" {
 		return 0, nil
 	}
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n < 1 || n > 36500 {
-			return 0, fmt.Errorf("%q is not a whole number of days from 1 to 36500", v)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
+	d, err := parseSpan(v)
+	if err == nil && d < time.Second {
+		err = fmt.Errorf("%q is shorter than 1s", v)
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("%q is not a duration of at least 1s (e.g. 720h) or a number of days (e.g. 30d)", v)
-	}
-	return d, nil
+	return d, err
 }
 
 // ConfigError lists every problem found in the configuration.

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,14 @@ func TestConfigDefaults(t *testing.T) {
 		KeySource: limiter.KeySource{Kind: "header"},
 		FailMode:  limiter.FailClosed,
 		Store:     limiter.StoreConfig{Kind: "sqlite", Path: "/mnt/efs/ratelimit.db", JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
+		Rules: []limiter.Rule{{
+			Policy:    limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute},
+			KeySource: limiter.KeySource{Kind: "header"},
+			Routes:    []string{"/ping"},
+		}},
+		Metrics: true,
 	}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults = %+v\nwant %+v", c, want)
 	}
 	if p := c.PingPolicy(); p.Name != "ping" || p.Limit != 3 || p.Window != time.Minute || p.Namespace != "" {
@@ -121,5 +128,39 @@ func TestConfigDynamoDB(t *testing.T) {
 	}
 	if _, err := limiter.ConfigFromEnv(env(map[string]string{"STORE": "redis", "DB_PATH": "x"})); err == nil || !strings.Contains(err.Error(), "STORE:") {
 		t.Errorf("STORE=redis: %v", err)
+	}
+}
+
+func TestConfigPolicies(t *testing.T) {
+	c, err := limiter.ConfigFromEnv(env(map[string]string{
+		"DB_PATH": "x", "CLIENT_KEY_SOURCE": "source-ip",
+		"POLICIES": `[{"name":"ping","limit":3,"window":"60s"},
+			{"name":"burst","limit":10,"window":"1s","algorithm":"sliding","shadow":true},
+			{"name":"monthly","limit":100000,"window":"30d","key":"claim:sub","routes":["/ping"]}]`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []limiter.Rule{
+		{Policy: limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}, KeySource: limiter.KeySource{Kind: "source-ip"}, Routes: []string{"/ping"}},
+		{Policy: limiter.Policy{Name: "burst", Limit: 10, Window: time.Second, Namespace: "burst", Algorithm: "sliding", Shadow: true}, KeySource: limiter.KeySource{Kind: "source-ip"}, Routes: []string{"/ping"}},
+		{Policy: limiter.Policy{Name: "monthly", Limit: 100000, Window: 30 * 24 * time.Hour, Namespace: "monthly"}, KeySource: limiter.KeySource{Kind: "claim", Claim: "sub"}, Routes: []string{"/ping"}},
+	}
+	if !reflect.DeepEqual(c.Rules, want) {
+		t.Errorf("rules = %+v\nwant %+v", c.Rules, want)
+	}
+	c, _ = limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "SHADOW": "on"}))
+	if !c.Rules[0].Policy.Shadow {
+		t.Errorf("SHADOW=on left the default policy enforcing")
+	}
+	_, err = limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":0,"window":"1s"},{"name":"a","limit":1,"window":"31d"},
+		{"name":"Bad Name","limit":1,"window":"1s","algorithm":"leaky","key":"x-forwarded-for","routes":["/status"]},{"name":"b","limit":1,"window":"soon"}]`}))
+	for _, want := range []string{"limit 0 is below 1", "named twice", "window 744h0m0s", "names are lower-case", "algorithm \"leaky\"", "key:", "route \"/status\"", `"soon" is not a duration`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("POLICIES error does not say %q: %v", want, err)
+		}
+	}
+	if _, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `{"name":"ping"}`})); err == nil {
+		t.Error("a POLICIES object, not an array, was accepted")
 	}
 }

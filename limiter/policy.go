@@ -6,8 +6,19 @@ import (
 	"time"
 )
 
-// Policy is one rate limit: at most Limit attempts per key in each fixed
-// window of length Window.
+// Algorithms a policy can count with.
+const (
+	// Fixed counts attempts in fixed windows: up to Limit per window, and
+	// so up to twice that across a window edge.
+	Fixed = "fixed"
+	// Sliding weighs the previous fixed window's count by how much of it a
+	// window ending now would still cover, and adds the current window's:
+	// count = previous * (1 - elapsed/window) + current. It smooths the
+	// edge, from the same rows the fixed window keeps.
+	Sliding = "sliding"
+)
+
+// Policy is one rate limit: at most Limit attempts per key per Window.
 type Policy struct {
 	// Name identifies the policy in response headers (RateLimit-Policy).
 	Name string
@@ -22,7 +33,15 @@ type Policy struct {
 	// (U+001F), and the client key: ValidKey rejects control characters, so no
 	// client key can collide with a namespaced one.
 	Namespace string
+	// Algorithm is Fixed (the default, also when empty) or Sliding.
+	Algorithm string
+	// Shadow policies count and report, but never reject: for rolling a new
+	// limit out. Their would-be rejections are logged and measured.
+	Shadow bool
 }
+
+// IsSliding reports whether p uses the sliding-window counter.
+func (p Policy) IsSliding() bool { return p.Algorithm == Sliding }
 
 // MaxWindow is the longest window a policy may have.
 const MaxWindow = 30 * 24 * time.Hour
@@ -39,6 +58,16 @@ func (p Policy) Validate() error {
 	if p.Window < time.Second || p.Window > MaxWindow || p.Window%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("policy %q: window %v is not a whole number of seconds between 1s and %v", p.Name, p.Window, MaxWindow))
 	}
+	if p.Algorithm != "" && p.Algorithm != Fixed && p.Algorithm != Sliding {
+		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed or sliding", p.Name, p.Algorithm))
+	}
+	for _, r := range p.Name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			// It is written into headers as a structured-field string.
+			errs = append(errs, fmt.Errorf("policy %q: names are lower-case letters, digits, '-', '_' and '.'", p.Name))
+			break
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -52,58 +81,3 @@ func (p Policy) StoreKey(key string) string {
 
 // WindowSeconds is the window length in whole seconds.
 func (p Policy) WindowSeconds() int64 { return int64(p.Window / time.Second) }
-
-// Usage is where a key stands in its current window at one instant.
-type Usage struct {
-	Policy Policy
-	Key    string
-	// Count is the number of attempts counted in the window, allowed or not.
-	Count int64
-	// Remaining is how many more requests the window allows: Limit - Count,
-	// never below zero.
-	Remaining int64
-	// WindowStart and Reset are the start and end of the window.
-	WindowStart time.Time
-	Reset       time.Time
-	// ResetAfter is the time until Reset, rounded up to whole seconds, so it
-	// is always between one second and the window length.
-	ResetAfter time.Duration
-}
-
-// Decision is the outcome of one attempt. Being denied is a Decision with
-// Allowed false, not an error.
-type Decision struct {
-	Usage
-	Allowed bool
-	// FromMemory marks a denial a RejectCache made without the store; its
-	// Count is the count the store returned when it last denied the key.
-	FromMemory bool
-}
-
-// RetryAfter is how long a denied client should wait: until the window ends.
-func (d Decision) RetryAfter() time.Duration { return d.ResetAfter }
-
-// UsageAt computes where key stands at now under p, given the window's count.
-func (p Policy) UsageAt(key string, now time.Time, count int64) Usage {
-	start := WindowStart(now, p.Window)
-	reset := start.Add(p.Window)
-	after := time.Duration(ceilSeconds(reset.Sub(now))) * time.Second
-	// now lies in [start, reset), so after is in [1s, Window]; the clamps only
-	// guard against a caller passing an instant from a different window.
-	after = min(max(after, time.Second), p.Window)
-	return Usage{
-		Policy:      p,
-		Key:         key,
-		Count:       count,
-		Remaining:   max(p.Limit-count, 0),
-		WindowStart: start,
-		Reset:       reset,
-		ResetAfter:  after,
-	}
-}
-
-// Decide turns the count returned by a store's increment into a Decision:
-// the attempt is allowed while the count, including it, is within the limit.
-func (p Policy) Decide(key string, now time.Time, count int64) Decision {
-	return Decision{Usage: p.UsageAt(key, now, count), Allowed: count <= p.Limit}
-}

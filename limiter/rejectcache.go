@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -10,16 +12,18 @@ import (
 const DefaultRejectCacheSize = 10000
 
 // RejectCache is a Store that answers repeat offenders from memory. Once it
-// has seen a key denied in a window, it denies that key's further attempts
-// in the same window itself, without a store round trip, until the window
-// ends. An abusive client, the common case for a rate limiter, then costs
-// the shared store about one transaction per allowed request plus one per
-// execution environment and window, instead of one per attempt.
+// has seen an attempt denied, it denies further attempts with the same keys
+// in the same windows itself, without a store round trip, for as long as
+// the counts it saw still deny them: until a fixed window ends, or a
+// sliding one's weight fades enough. An abusive client, the common case for
+// a rate limiter, then costs the shared store about one transaction per
+// allowed request plus one per execution environment and window, instead of
+// one per attempt.
 //
 // The price is the design note's "count every attempt": with a RejectCache,
 // a stored count is the attempts that reached the store (every allowed one,
 // and in each execution environment the first denied one of a window), not
-// every attempt. Allowed requests and their audit rows are unaffected.
+// every attempt. Allowed requests and their audit records are unaffected.
 //
 // It is safe for simultaneous use by multiple goroutines. Usage, Prune and
 // Close go straight to the wrapped store.
@@ -28,44 +32,56 @@ type RejectCache struct {
 	max int
 
 	mu     sync.Mutex
-	denied map[rejectKey]Decision
-	swept  time.Time // when a full cache last swept, to sweep once a second at most
-}
-
-type rejectKey struct {
-	storeKey    string
-	windowStart int64
+	denied map[string]Outcome // by the attempt's keys and windows
+	swept  time.Time          // when a full cache last swept, to sweep once a second at most
 }
 
 var _ Store = (*RejectCache)(nil)
 
-// NewRejectCache wraps s; it remembers at most max denied keys at a time
+// NewRejectCache wraps s; it remembers at most max denied attempts at a time
 // (DefaultRejectCacheSize when max is not positive), and when full, lets
 // new denials through to the store rather than evict live ones.
 func NewRejectCache(s Store, max int) *RejectCache {
 	if max <= 0 {
 		max = DefaultRejectCacheSize
 	}
-	return &RejectCache{Store: s, max: max, denied: map[rejectKey]Decision{}}
+	return &RejectCache{Store: s, max: max, denied: map[string]Outcome{}}
 }
 
-// Allow denies from memory a key already denied in the window containing
-// a.Now, and otherwise asks the store, remembering a denial.
-func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Decision, error) {
-	k := rejectKey{a.Policy.StoreKey(a.Key), WindowStart(a.Now, a.Policy.Window).Unix()}
+// signature names an attempt's checks: each policy's store key and window.
+func signature(a Attempt) string {
+	var b strings.Builder
+	for _, c := range a.Checks {
+		b.WriteString(c.Policy.StoreKey(c.Key))
+		b.WriteByte(0)
+		b.WriteString(strconv.FormatInt(WindowStart(a.Now, c.Policy.Window).Unix(), 10))
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// Allow denies from memory an attempt like one already denied whose counts
+// still deny it, and otherwise asks the store, remembering a denial.
+func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
+	sig := signature(a)
 	c.mu.Lock()
-	prev, ok := c.denied[k]
+	prev, ok := c.denied[sig]
 	c.mu.Unlock()
 	if ok {
-		// The stored count is at least what the store last said; the
-		// headers need only Remaining (0) and the window, which are exact.
-		d := a.Policy.Decide(a.Key, a.Now, prev.Count)
-		d.FromMemory = true
-		return d, nil
+		cur, before := make([]int64, len(prev.Decisions)), make([]int64, len(prev.Decisions))
+		for i, d := range prev.Decisions {
+			cur[i], before[i] = d.cur, d.prev
+		}
+		if o := Decide(a, cur, before); !o.Allowed {
+			for i := range o.Decisions {
+				o.Decisions[i].FromMemory = true
+			}
+			return o, nil
+		}
 	}
-	d, err := c.Store.Allow(ctx, a)
-	if err != nil || d.Allowed {
-		return d, err
+	o, err := c.Store.Allow(ctx, a)
+	if err != nil || o.Allowed {
+		return o, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -73,16 +89,20 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Decision, error) {
 		c.sweep(a.Now)
 	}
 	if len(c.denied) < c.max {
-		c.denied[k] = d
+		c.denied[sig] = o
 	}
-	return d, nil
+	return o, nil
 }
 
-// sweep forgets denials whose window has ended. c.mu is held.
+// sweep forgets denials whose windows have all ended. c.mu is held.
 func (c *RejectCache) sweep(now time.Time) {
 	c.swept = now
-	for k, d := range c.denied {
-		if !now.Before(d.Reset) {
+	for k, o := range c.denied {
+		live := false
+		for _, d := range o.Decisions {
+			live = live || now.Before(d.Reset)
+		}
+		if !live {
 			delete(c.denied, k)
 		}
 	}

@@ -29,11 +29,11 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 	ctx := context.Background()
 	try := func(at time.Duration) limiter.Decision {
 		t.Helper()
-		d, err := c.Allow(ctx, limiter.Attempt{Policy: p, Key: "abuser", Now: t0.Add(at)})
+		o, err := c.Allow(ctx, limiter.One(p, "abuser", t0.Add(at), "", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d
+		return o.Decisions[0]
 	}
 	for i := range 3 {
 		if d := try(time.Duration(i) * time.Second); !d.Allowed || d.FromMemory {
@@ -60,8 +60,8 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 		t.Errorf("next window: %+v, want allowed by the store with count 1", d)
 	}
 	// Other keys are unaffected.
-	if d, _ := c.Allow(ctx, limiter.Attempt{Policy: p, Key: "polite", Now: t0.Add(30 * time.Second)}); !d.Allowed {
-		t.Errorf("another key was denied: %+v", d)
+	if o, _ := c.Allow(ctx, limiter.One(p, "polite", t0.Add(30*time.Second), "", "")); !o.Allowed {
+		t.Errorf("another key was denied: %+v", o)
 	}
 }
 
@@ -72,7 +72,7 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 	ctx := context.Background()
 	for _, k := range []string{"a", "b", "c"} {
 		for range 3 {
-			c.Allow(ctx, limiter.Attempt{Policy: p, Key: k, Now: t0})
+			c.Allow(ctx, limiter.One(p, k, t0, "", ""))
 		}
 	}
 	if c.Len() != 2 {
@@ -84,7 +84,7 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 	}
 	// In a later window the expired denials are swept to make room.
 	for range 2 {
-		c.Allow(ctx, limiter.Attempt{Policy: p, Key: "c", Now: t0.Add(time.Hour)})
+		c.Allow(ctx, limiter.One(p, "c", t0.Add(time.Hour), "", ""))
 	}
 	if c.Len() != 1 {
 		t.Errorf("after the sweep it remembers %d denials, want 1 (c's, in the new window)", c.Len())

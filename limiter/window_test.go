@@ -54,7 +54,7 @@ func TestDecideAndRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := p.Decide("k", start.Add(tt.at), tt.count)
+			d := p.Decide("k", start.Add(tt.at), tt.count, 0)
 			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.RetryAfter() != tt.resetAfter {
 				t.Errorf("Decide at +%v with count %d = allowed %v remaining %d retry after %v; want %v %d %v",
 					tt.at, tt.count, d.Allowed, d.Remaining, d.RetryAfter(), tt.allowed, tt.remaining, tt.resetAfter)

@@ -265,14 +265,14 @@ type memoryCounter struct {
 	n  map[string]int64
 }
 
-func (m *memoryCounter) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision, error) {
-	d, err := m.Store.Allow(ctx, a)
-	if err == nil && d.FromMemory {
+func (m *memoryCounter) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	o, err := m.Store.Allow(ctx, a)
+	if err == nil && o.Decisions[0].FromMemory {
 		m.mu.Lock()
-		m.n[a.Key+"\t"+limiter.FormatWindow(d.WindowStart)]++
+		m.n[a.Checks[0].Key+"\t"+limiter.FormatWindow(o.Decisions[0].WindowStart)]++
 		m.mu.Unlock()
 	}
-	return d, err
+	return o, err
 }
 
 func (r *result) add(o result) {
@@ -304,14 +304,14 @@ var errBusy = errors.New("lock wait ran out")
 // which window.
 func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Store, key string) (bool, string, error) {
 	if o.via == "store" {
-		d, err := store.Allow(ctx, limiter.Attempt{Policy: o.policy(), Key: key, Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"})
+		out, err := store.Allow(ctx, limiter.One(o.policy(), key, time.Now(), "GET /ping", "loadtest"))
 		if err != nil {
 			if strings.Contains(err.Error(), "database is locked") {
 				return false, "", fmt.Errorf("%w: %w", errBusy, err)
 			}
 			return false, "", err
 		}
-		return d.Allowed, limiter.FormatWindow(d.WindowStart), nil
+		return out.Allowed, limiter.FormatWindow(out.Decisions[0].WindowStart), nil
 	}
 	r := httptest.NewRequest(http.MethodGet, "/ping", nil)
 	r.Header.Set("X-Client-Key", key)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/metrics"
 	"github.com/ft251/ratelimit/limiter/stores"
 )
 
@@ -68,12 +69,16 @@ func run(log *slog.Logger, cfg limiter.Config) error {
 	if cfg.RejectCache {
 		decider = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)
 	}
+	var emf *metrics.EMF
+	if cfg.Metrics { // METRICS=emf: the lines the functions write, on stdout
+		emf = metrics.New(os.Stdout, cfg.MetricsNamespace)
+	}
 	api := httpapi.New(httpapi.Options{
-		Store:     decider,
-		Policy:    cfg.PingPolicy(),
-		KeySource: cfg.KeySource,
-		FailMode:  cfg.FailMode,
-		Logger:    log,
+		Store:    decider,
+		Rules:    cfg.Rules,
+		FailMode: cfg.FailMode,
+		Logger:   log,
+		Metrics:  emf,
 	})
 	srv := &http.Server{
 		Addr: addr,

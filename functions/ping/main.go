@@ -11,6 +11,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/metrics"
 	"github.com/ft251/ratelimit/limiter/stores"
 )
 
@@ -33,14 +34,19 @@ func main() {
 	if cfg.RejectCache {
 		decider = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)
 	}
+	// Metrics go to stdout as EMF lines, which CloudWatch Logs ingests.
+	var emf *metrics.EMF
+	if cfg.Metrics {
+		emf = metrics.New(os.Stdout, cfg.MetricsNamespace)
+	}
 	api := httpapi.New(httpapi.Options{
-		Store:     decider,
-		Policy:    cfg.PingPolicy(),
-		KeySource: cfg.KeySource,
-		FailMode:  cfg.FailMode,
-		Routes:    []string{httpapi.RoutePing},
-		Caller:    awslambda.Caller,
-		Logger:    log,
+		Store:    decider,
+		Rules:    cfg.Rules,
+		FailMode: cfg.FailMode,
+		Routes:   []string{httpapi.RoutePing},
+		Caller:   awslambda.Caller,
+		Logger:   log,
+		Metrics:  emf,
 	})
 	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

@@ -32,7 +32,7 @@ func main() {
 	}
 	api := httpapi.New(httpapi.Options{
 		Store:  store,
-		Policy: cfg.PingPolicy(),
+		Rules:  cfg.Rules,
 		Routes: []string{httpapi.RouteStatus},
 		Caller: awslambda.Caller,
 		Logger: log,

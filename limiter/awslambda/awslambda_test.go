@@ -210,7 +210,7 @@ func TestPruneFixture(t *testing.T) {
 	at := e.Time // 2026-01-01T00:05:00Z
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	for _, ago := range []time.Duration{10 * time.Minute, 3 * time.Minute, time.Minute, 0} {
-		if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: "k" + ago.String(), Now: at.Add(-ago)}); err != nil {
+		if _, err := s.Allow(context.Background(), limiter.One(p, "k"+ago.String(), at.Add(-ago), "", "")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,7 +240,7 @@ func TestPruneNeverUsesATimeLaterThanTheClock(t *testing.T) {
 	defer s.Close()
 	clock := time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
-	s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: "live", Now: clock})
+	s.Allow(context.Background(), limiter.One(p, "live", clock, "", ""))
 	h := awslambda.Prune(s, 0, func() time.Time { return clock }, slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil)))
 	for _, when := range []time.Time{clock.AddDate(10, 0, 0), {}, time.Unix(0, 0)} {
 		res, err := h(context.Background(), events.EventBridgeEvent{Time: when})

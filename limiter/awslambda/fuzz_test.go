@@ -62,7 +62,7 @@ func newEventTarget(f *testing.F, route string) *eventTarget {
 	store := writer
 	if route == httpapi.RouteStatus {
 		for _, key := range []string{"alice", "alice", "clé 鍵", "a,b"} {
-			if _, err := writer.Allow(context.Background(), limiter.Attempt{Policy: policy, Key: key, Now: fixtureNow}); err != nil {
+			if _, err := writer.Allow(context.Background(), limiter.One(policy, key, fixtureNow, "", "")); err != nil {
 				f.Fatal(err)
 			}
 		}

@@ -25,7 +25,7 @@ func BenchmarkDecisionAllowed(b *testing.B) {
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
 	b.ResetTimer()
 	for i := range b.N {
-		if d, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: fmt.Sprint("client-", i%8), Now: now, RequestID: "r"}); err != nil || !d.Allowed {
+		if d, err := s.Allow(context.Background(), limiter.One(p, fmt.Sprint("client-", i%8), now, "", "r")); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
 	}
@@ -37,10 +37,10 @@ func BenchmarkDecisionRejected(b *testing.B) {
 	s := open(b, dynamotest.Endpoint(b), dynamotest.CreateTable(b, dynamotest.Endpoint(b)))
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
-	s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: "abuser", Now: now})
+	s.Allow(context.Background(), limiter.One(p, "abuser", now, "", ""))
 	b.ResetTimer()
 	for range b.N {
-		if d, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: "abuser", Now: now}); err != nil || d.Allowed {
+		if d, err := s.Allow(context.Background(), limiter.One(p, "abuser", now, "", "")); err != nil || d.Allowed {
 			b.Fatal(d, err)
 		}
 	}
@@ -51,7 +51,7 @@ func BenchmarkUsage(b *testing.B) {
 	s := open(b, dynamotest.Endpoint(b), dynamotest.CreateTable(b, dynamotest.Endpoint(b)))
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
-	s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: "k", Now: now})
+	s.Allow(context.Background(), limiter.One(p, "k", now, "", ""))
 	b.ResetTimer()
 	for range b.N {
 		if u, err := s.Usage(context.Background(), p, "k", now); err != nil || u.Count != 1 {

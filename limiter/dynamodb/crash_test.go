@@ -31,7 +31,7 @@ func decidingWorker(arg string) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := 0; ; i++ {
 		key := fmt.Sprintf("k%d", rand.IntN(3))
-		if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: workerPolicy, Key: key, Now: t0, Route: "GET /ping", RequestID: fmt.Sprint(os.Getpid(), "-", i)}); err != nil {
+		if _, err := s.Allow(context.Background(), limiter.One(workerPolicy, key, t0, "GET /ping", fmt.Sprint(os.Getpid(), "-", i))); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			os.Exit(1)
 		}

@@ -40,6 +40,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -129,96 +130,139 @@ func AuditPartition(key string, windowStart time.Time) string {
 	return "call#" + key + "#" + limiter.FormatWindow(windowStart)
 }
 
-// Allow counts the attempt and decides it; see the package comment.
-func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision, error) {
-	if err := a.Policy.Validate(); err != nil {
-		return limiter.Decision{}, fmt.Errorf("dynamodb: %w", err)
+// Allow counts the attempt under each check and decides it; see the
+// package comment.
+func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	if err := a.Validate(); err != nil {
+		return limiter.Outcome{}, fmt.Errorf("dynamodb: %w", err)
 	}
 	if s.cfg.ReadOnly {
-		return limiter.Decision{}, fmt.Errorf("%w: dynamodb: store opened read-only", limiter.ErrUnavailable)
+		return limiter.Outcome{}, fmt.Errorf("%w: dynamodb: store opened read-only", limiter.ErrUnavailable)
 	}
-	start := limiter.WindowStart(a.Now, a.Policy.Window)
-	counter := CounterKey(a.Policy, a.Key, start)
-	expires := start.Add(2 * a.Policy.Window).Unix()
+	n := len(a.Checks)
+	keys := make([]map[string]types.AttributeValue, n)
+	cur, prev := make([]int64, n), make([]int64, n)
+	hopeless := false // an enforced policy denies whatever this window holds
+	updates := make([]*types.Update, n)
+	for i, c := range a.Checks {
+		start := limiter.WindowStart(a.Now, c.Policy.Window)
+		keys[i] = CounterKey(c.Policy, c.Key, start)
+		below := c.Policy.Limit // the count before this attempt must be below it
+		if c.Policy.IsSliding() {
+			// The previous window no longer changes: read it first, and
+			// turn the weighted limit into one on this window's count.
+			var err error
+			if prev[i], err = s.read(ctx, CounterKey(c.Policy, c.Key, start.Add(-c.Policy.Window))); err != nil {
+				return limiter.Outcome{}, err
+			}
+			frac := float64(a.Now.Sub(start)) / float64(c.Policy.Window)
+			below = int64(math.Floor(float64(c.Policy.Limit) - float64(prev[i])*(1-frac) + 1e-9))
+		}
+		updates[i] = s.increment(keys[i], c.Policy, start)
+		if !c.Policy.Shadow {
+			hopeless = hopeless || below < 1
+			updates[i].ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
+			updates[i].ExpressionAttributeValues[":below"] = num(below)
+		}
+	}
 
-	var allowed bool
-	err := s.do(ctx, "decide", func(ctx context.Context) error {
-		nonce := make([]byte, 6)
-		crand.Read(nonce)
-		audit := map[string]types.AttributeValue{
-			attrPK:         str(AuditPartition(a.Key, start)),
-			attrSK:         str(a.Now.UTC().Format(CalledAtLayout) + "#" + a.RequestID + "#" + hex.EncodeToString(nonce)),
-			"key":          str(a.Key),
-			"window_start": str(limiter.FormatWindow(start)),
-			"called_at":    str(a.Now.UTC().Format(CalledAtLayout)),
-			"route":        str(a.Route),
-			"request_id":   str(a.RequestID),
+	allowed := false
+	if !hopeless {
+		items := make([]types.TransactWriteItem, 0, n+1)
+		for _, u := range updates {
+			items = append(items, types.TransactWriteItem{Update: u})
 		}
-		if s.cfg.AuditRetention > 0 {
-			audit[attrExpires] = num(a.Now.Add(s.cfg.AuditRetention).Unix())
-		}
-		_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: []types.TransactWriteItem{
-				{Update: &types.Update{
-					TableName:           &s.cfg.Table,
-					Key:                 counter,
-					UpdateExpression:    aws.String("ADD #c :one SET #w = :w, #e = :e"),
-					ConditionExpression: aws.String("attribute_not_exists(#c) OR #c < :limit"),
-					ExpressionAttributeNames: map[string]string{
-						"#c": attrCount, "#w": attrWindow, "#e": attrExpires,
-					},
-					ExpressionAttributeValues: map[string]types.AttributeValue{
-						":one": num(1), ":limit": num(a.Policy.Limit),
-						":w": num(a.Policy.WindowSeconds()), ":e": num(expires),
-					},
-				}},
-				{Put: &types.Put{TableName: &s.cfg.Table, Item: audit}},
-			},
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.cfg.Table, Item: s.auditItem(a)}})
+		err := s.do(ctx, "decide", func(ctx context.Context) error {
+			_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+			allowed = err == nil
+			if overLimit(err) {
+				return nil
+			}
+			return err
 		})
-		allowed = err == nil
-		if overLimit(err) {
-			return nil
+		if err != nil {
+			return limiter.Outcome{}, err
 		}
-		return err
-	})
-	if err != nil {
-		return limiter.Decision{}, err
 	}
 	if allowed {
-		// The transaction returned nothing: read the count back.
-		count, err := s.read(ctx, counter)
-		if err != nil {
-			return limiter.Decision{}, err
+		// The transaction returned nothing: read the counts back. They
+		// may include attempts after this one; the decision stands.
+		for i := range a.Checks {
+			var err error
+			if cur[i], err = s.read(ctx, keys[i]); err != nil {
+				return limiter.Outcome{}, err
+			}
 		}
-		d := a.Policy.Decide(a.Key, a.Now, count)
-		d.Allowed = true // the count may include attempts after this one
-		return d, nil
+		o := limiter.Decide(a, cur, prev)
+		for i, c := range a.Checks {
+			if !c.Policy.Shadow {
+				o.Decisions[i].Allowed = true
+			}
+		}
+		o.Allowed = true
+		return o, nil
 	}
-	// Over the limit: count the attempt, and deny it whatever the count
-	// says (an attempt without an audit record is never an allowed one).
-	var count int64
-	err = s.do(ctx, "count", func(ctx context.Context) error {
-		out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                &s.cfg.Table,
-			Key:                      counter,
-			UpdateExpression:         aws.String("ADD #c :one SET #w = :w, #e = :e"),
-			ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":one": num(1), ":w": num(a.Policy.WindowSeconds()), ":e": num(expires),
-			},
-			ReturnValues: types.ReturnValueUpdatedNew,
+	// Denied: count the attempt under each policy, one UpdateItem each,
+	// which returns the new count. Denied whatever the counts say: an
+	// attempt without an audit record is never an allowed one.
+	for i, u := range updates {
+		u.ConditionExpression = nil
+		delete(u.ExpressionAttributeValues, ":below")
+		err := s.do(ctx, "count", func(ctx context.Context) error {
+			out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+				ReturnValues: types.ReturnValueUpdatedNew,
+			})
+			if err == nil {
+				cur[i], err = countOf(out.Attributes)
+			}
+			return err
 		})
-		if err == nil {
-			count, err = countOf(out.Attributes)
+		if err != nil {
+			return limiter.Outcome{}, err
 		}
-		return err
-	})
-	if err != nil {
-		return limiter.Decision{}, err
 	}
-	d := a.Policy.Decide(a.Key, a.Now, count)
-	d.Allowed = false
-	return d, nil
+	o := limiter.Decide(a, cur, prev)
+	o.Allowed = false
+	return o, nil
+}
+
+// increment is the update that adds one attempt to a counter and keeps its
+// window length and expiry.
+func (s *Store) increment(key map[string]types.AttributeValue, p limiter.Policy, start time.Time) *types.Update {
+	return &types.Update{
+		TableName:                &s.cfg.Table,
+		Key:                      key,
+		UpdateExpression:         aws.String("ADD #c :one SET #w = :w, #e = :e"),
+		ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":one": num(1), ":w": num(p.WindowSeconds()), ":e": num(start.Add(2 * p.Window).Unix()),
+		},
+	}
+}
+
+// auditItem is the audit record of an allowed attempt, under its first
+// check's key and window.
+func (s *Store) auditItem(a limiter.Attempt) map[string]types.AttributeValue {
+	first := a.Checks[0]
+	start := limiter.WindowStart(a.Now, first.Policy.Window)
+	nonce := make([]byte, 6)
+	crand.Read(nonce)
+	item := map[string]types.AttributeValue{
+		attrPK:         str(AuditPartition(first.Key, start)),
+		attrSK:         str(a.Now.UTC().Format(CalledAtLayout) + "#" + a.RequestID + "#" + hex.EncodeToString(nonce)),
+		"key":          str(first.Key),
+		"window_start": str(limiter.FormatWindow(start)),
+		"called_at":    str(a.Now.UTC().Format(CalledAtLayout)),
+		"route":        str(a.Route),
+		"request_id":   str(a.RequestID),
+	}
+	if s.cfg.AuditRetention > 0 {
+		item[attrExpires] = num(a.Now.Add(s.cfg.AuditRetention).Unix())
+	}
+	return item
 }
 
 // Usage reads key's counter with a strongly consistent GetItem.
@@ -226,11 +270,18 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	if err := p.Validate(); err != nil {
 		return limiter.Usage{}, fmt.Errorf("dynamodb: %w", err)
 	}
-	count, err := s.read(ctx, CounterKey(p, key, limiter.WindowStart(now, p.Window)))
+	start := limiter.WindowStart(now, p.Window)
+	cur, err := s.read(ctx, CounterKey(p, key, start))
 	if err != nil {
 		return limiter.Usage{}, err
 	}
-	return p.UsageAt(key, now, count), nil
+	var prev int64
+	if p.IsSliding() {
+		if prev, err = s.read(ctx, CounterKey(p, key, start.Add(-p.Window))); err != nil {
+			return limiter.Usage{}, err
+		}
+	}
+	return p.UsageAt(key, now, cur, prev), nil
 }
 
 func (s *Store) read(ctx context.Context, key map[string]types.AttributeValue) (int64, error) {
@@ -265,14 +316,19 @@ func countOf(item map[string]types.AttributeValue) (int64, error) {
 	return strconv.ParseInt(v.Value, 10, 64)
 }
 
-// overLimit reports whether a transaction was cancelled because the
-// counter's condition failed: the key is at its limit.
+// overLimit reports whether a transaction was cancelled because a
+// counter's condition failed: an enforced policy is at its limit.
 func overLimit(err error) bool {
 	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 {
+	if !errors.As(err, &tce) {
 		return false
 	}
-	return aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed"
+	for _, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			return true
+		}
+	}
+	return false
 }
 
 // retryable reports errors worth another try within the budget: a

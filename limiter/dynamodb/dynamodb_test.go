@@ -134,14 +134,14 @@ func TestItemsCarryTheirExpiry(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 45, 0, time.UTC)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
-	if _, err := open(t, endpoint, table).Allow(ctx, limiter.Attempt{Policy: p, Key: "kept", Now: now, RequestID: "r1"}); err != nil {
+	if _, err := open(t, endpoint, table).Allow(ctx, limiter.One(p, "kept", now, "", "r1")); err != nil {
 		t.Fatal(err)
 	}
 	forever, err := dynamodb.Open(ctx, limiter.StoreConfig{Table: table, Endpoint: endpoint}, dynamotest.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := forever.Allow(ctx, limiter.Attempt{Policy: p, Key: "forever", Now: now, RequestID: "r2"}); err != nil {
+	if _, err := forever.Allow(ctx, limiter.One(p, "forever", now, "", "r2")); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

@@ -14,10 +14,12 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"time"
 	"unicode/utf8"
 
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
 // Routes served by the API.
@@ -28,10 +30,14 @@ const (
 
 // Options configure an API.
 type Options struct {
-	Store  limiter.Store
-	Policy limiter.Policy
-	// KeySource says where /ping finds the client key.
+	Store limiter.Store
+	// Rules are the policies that apply to requests, and how each finds
+	// its key. Empty means one rule on /ping: Policy, with KeySource.
+	Rules     []limiter.Rule
+	Policy    limiter.Policy
 	KeySource limiter.KeySource
+	// Metrics receives CloudWatch EMF lines; nil writes none.
+	Metrics *metrics.EMF
 	// FailMode says what /ping answers when the store fails.
 	FailMode limiter.FailMode
 	// Routes lists the routes to serve (RoutePing, RouteStatus); others
@@ -48,12 +54,14 @@ type Options struct {
 
 // API serves the rate-limited routes.
 type API struct {
-	opts   Options
-	routes map[string]func(*request) error
+	opts      Options
+	routes    map[string]func(*request) error
+	pingRules []limiter.Rule // the rules that apply to /ping, in order
 }
 
-// New returns the API described by opts. It panics if opts.Policy is
-// invalid or a route is unknown: both are fixed in main, not at run time.
+// New returns the API described by opts. It panics if a policy is invalid,
+// none applies to /ping, or a route is unknown: all are fixed in main, not
+// at run time.
 func New(opts Options) *API {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -67,11 +75,22 @@ func New(opts Options) *API {
 	if len(opts.Routes) == 0 {
 		opts.Routes = []string{RoutePing, RouteStatus}
 	}
-	// A bad policy or route is a programming error in main, found at start.
-	if err := opts.Policy.Validate(); err != nil {
-		panic("httpapi: " + err.Error())
+	if len(opts.Rules) == 0 {
+		opts.Rules = []limiter.Rule{{Policy: opts.Policy, KeySource: opts.KeySource, Routes: []string{RoutePing}}}
 	}
 	a := &API{opts: opts, routes: map[string]func(*request) error{}}
+	// A bad policy or route is a programming error in main, found at start.
+	for _, r := range opts.Rules {
+		if err := r.Policy.Validate(); err != nil {
+			panic("httpapi: " + err.Error())
+		}
+		if slices.Contains(r.Routes, RoutePing) {
+			a.pingRules = append(a.pingRules, r)
+		}
+	}
+	if len(a.pingRules) == 0 {
+		panic("httpapi: no policy applies to " + RoutePing)
+	}
 	for _, route := range opts.Routes {
 		switch route {
 		case RoutePing:
@@ -96,8 +115,9 @@ type request struct {
 	key        string
 	decision   string // allowed, rejected, read, degraded, or empty
 	count      int64
-	fromMemory bool  // a rejection made without the store (limiter.RejectCache)
-	err        error // the store's error, logged but never sent
+	fromMemory bool             // a rejection made without the store (limiter.RejectCache)
+	outcome    *limiter.Outcome // every policy's decision, when the store answered
+	err        error            // the store's error, logged but never sent
 }
 
 // ServeHTTP routes the request, answers errors with Problem Details, and
@@ -163,6 +183,22 @@ func (a *API) log(req *request, latency time.Duration) {
 	}
 	if req.fromMemory {
 		attrs = append(attrs, slog.Bool("from_memory", true))
+	}
+	if o := req.outcome; o != nil {
+		var shadow []string
+		ps := make([]any, len(o.Decisions))
+		for i, d := range o.Decisions {
+			ps[i] = map[string]any{"name": d.Policy.Name, "decision": decisionName(d), "count": d.Count}
+			if decisionName(d) == metrics.ShadowRejected {
+				shadow = append(shadow, d.Policy.Name)
+			}
+		}
+		if len(ps) > 1 {
+			attrs = append(attrs, slog.Any("policies", ps))
+		}
+		if len(shadow) > 0 {
+			attrs = append(attrs, slog.Any("shadow_rejected", shadow))
+		}
 	}
 	if req.caller.LambdaRequestID != "" {
 		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))

@@ -316,7 +316,7 @@ func TestOneLogLinePerRequest(t *testing.T) {
 // panicStore stands for a bug in a store: it panics.
 type panicStore struct{ limiter.Store }
 
-func (panicStore) Allow(context.Context, limiter.Attempt) (limiter.Decision, error) { panic("bug") }
+func (panicStore) Allow(context.Context, limiter.Attempt) (limiter.Outcome, error) { panic("bug") }
 
 func TestPanicBecomesA500Problem(t *testing.T) {
 	f := newFixture(t, httpapi.Options{Store: panicStore{}})

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
 // usageBody is the JSON body of /ping and /status.
@@ -39,47 +42,109 @@ type degradedBody struct {
 	Degraded  bool   `json:"degraded"`
 }
 
-// ping counts the attempt and answers 200 or 429, with the rate limit
-// headers on both.
+// policyBody is one policy's standing, in the "policies" member of /ping
+// and /status when more than one policy applies.
+type policyBody struct {
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"`
+	Shadow    bool   `json:"shadow,omitempty"`
+	usageBody
+}
+
+func newPolicyBody(u limiter.Usage) policyBody {
+	return policyBody{Name: u.Policy.Name, Algorithm: algorithm(u.Policy), Shadow: u.Policy.Shadow, usageBody: newUsageBody(u)}
+}
+
+// pingBody is /ping's 200: the first policy's standing, and every policy's
+// when there are several.
+type pingBody struct {
+	usageBody
+	Policies []policyBody `json:"policies,omitempty"`
+}
+
+// ping counts the attempt under every policy that applies and answers 200,
+// or 429 if one that is not a shadow rejects it, with the rate limit
+// headers of all of them on both.
 func (a *API) ping(req *request) error {
-	key, err := clientKey(req.r, req.caller, a.opts.KeySource)
-	if err != nil {
-		return err
+	checks := make([]limiter.Check, len(a.pingRules))
+	for i, rule := range a.pingRules {
+		key, err := clientKey(req.r, req.caller, rule.KeySource)
+		if err != nil {
+			return err
+		}
+		checks[i] = limiter.Check{Policy: rule.Policy, Key: key}
 	}
-	req.key = key
-	d, err := a.opts.Store.Allow(req.r.Context(), limiter.Attempt{
-		Policy:    a.opts.Policy,
-		Key:       key,
-		Now:       req.now,
-		Route:     "GET " + RoutePing,
-		RequestID: req.caller.RequestID,
-	})
+	req.key = checks[0].Key
+	route := "GET " + RoutePing
+	began := time.Now()
+	o, err := a.opts.Store.Allow(req.r.Context(), limiter.Attempt{Checks: checks, Now: req.now, Route: route, RequestID: req.caller.RequestID})
+	latency := time.Since(began)
+	first := checks[0].Policy
 	if err != nil {
 		req.err = err
+		if a.opts.Metrics != nil {
+			a.opts.Metrics.StoreError(req.now, route)
+		}
 		if a.opts.FailMode == limiter.FailOpen {
 			req.decision = "degraded"
-			return req.ok(degradedBody{Key: key, Limit: a.opts.Policy.Limit, Degraded: true})
+			return req.ok(degradedBody{Key: req.key, Limit: first.Limit, Degraded: true})
 		}
 		req.decision = "error"
-		return storeUnavailable(a.opts.Policy.Window)
+		return storeUnavailable(first.Window)
 	}
-	req.count, req.fromMemory = d.Count, d.FromMemory
-	setRateLimitHeaders(req.w.Header(), d.Usage)
-	if !d.Allowed {
+	req.outcome = &o
+	req.count, req.fromMemory = o.Decisions[0].Count, o.Decisions[0].FromMemory
+	for _, d := range o.Decisions {
+		if a.opts.Metrics != nil {
+			a.opts.Metrics.Decision(req.now, d.Policy.Name, route, decisionName(d), latency)
+		}
+	}
+	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
+	if !o.Allowed {
 		req.decision = "rejected"
-		return rateLimited(d)
+		return rateLimited(o)
 	}
 	req.decision = "allowed"
-	return req.ok(newUsageBody(d.Usage))
+	body := pingBody{usageBody: newUsageBody(o.Decisions[0].Usage)}
+	if len(o.Decisions) > 1 {
+		for _, d := range o.Decisions {
+			body.Policies = append(body.Policies, newPolicyBody(d.Usage))
+		}
+	}
+	return req.ok(body)
+}
+
+// decisionName is a policy's decision as metrics and logs name it.
+func decisionName(d limiter.Decision) string {
+	switch {
+	case d.Allowed:
+		return metrics.Allowed
+	case d.Policy.Shadow:
+		return metrics.ShadowRejected
+	}
+	return metrics.Rejected
 }
 
 // setRateLimitHeaders writes the draft-ietf-httpapi-ratelimit-headers-11
-// fields and their widely used X-RateLimit predecessors.
-func setRateLimitHeaders(h http.Header, u limiter.Usage) {
-	reset := int64(u.ResetAfter.Seconds())
-	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", u.Policy.Name, u.Policy.Limit, u.Policy.WindowSeconds()))
-	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", u.Policy.Name, u.Remaining, reset))
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(u.Policy.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(u.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(u.Reset.Unix(), 10))
+// fields, one list member per policy, and their widely used X-RateLimit
+// predecessors, which hold one policy: the enforced one with the fewest
+// requests left (the longest wait among equals).
+func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
+	policies, limits := make([]string, len(ds)), make([]string, len(ds))
+	var tightest *limiter.Decision
+	for i := range ds {
+		d := &ds[i]
+		policies[i] = fmt.Sprintf("%q;q=%d;w=%d", d.Policy.Name, d.Policy.Limit, d.Policy.WindowSeconds())
+		limits[i] = fmt.Sprintf("%q;r=%d;t=%d", d.Policy.Name, d.Remaining, int64(d.ResetAfter/time.Second))
+		if tightest == nil || tightest.Policy.Shadow && !d.Policy.Shadow ||
+			tightest.Policy.Shadow == d.Policy.Shadow && (d.Remaining < tightest.Remaining ||
+				d.Remaining == tightest.Remaining && d.ResetAfter > tightest.ResetAfter) {
+			tightest = d
+		}
+	}
+	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
+	h.Set("RateLimit", strings.Join(limits, ", "))
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(tightest.Policy.Limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(tightest.Remaining, 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(tightest.ResetAfter).Unix(), 10))
 }

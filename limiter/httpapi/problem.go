@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -29,6 +30,9 @@ type Problem struct {
 	Status   int    `json:"status"`
 	Detail   string `json:"detail,omitempty"`
 	Instance string `json:"instance,omitempty"`
+	// Policies names the policies that rejected a request (a 429's
+	// extension member).
+	Policies []deniedPolicy `json:"policies,omitempty"`
 	// header holds response headers that belong to the problem, such as
 	// Retry-After or Allow.
 	header http.Header
@@ -42,18 +46,44 @@ func problem(status int, typ, detail string) *Problem {
 	return &Problem{Type: typ, Title: title, Status: status, Detail: detail, header: http.Header{}}
 }
 
-// rateLimited is the 429 answer to a denied decision, with the design note's
-// message.
-func rateLimited(d limiter.Decision) *Problem {
-	requests := " requests"
-	if d.Policy.Limit == 1 {
-		requests = " request"
-	}
-	p := problem(http.StatusTooManyRequests, TypeRateLimited,
-		"Rate limit of "+strconv.FormatInt(d.Policy.Limit, 10)+requests+" per "+
+// deniedPolicy is one policy in a 429's "policies" member.
+type deniedPolicy struct {
+	Name          string `json:"name"`
+	Limit         int64  `json:"limit"`
+	WindowSeconds int64  `json:"window_seconds"`
+	Algorithm     string `json:"algorithm"`
+	RetryAfter    int64  `json:"retry_after"`
+}
+
+// rateLimited is the 429 answer to a denied outcome: the design note's
+// message for each policy that rejected the request, those policies by
+// name, and Retry-After the longest of their waits.
+func rateLimited(o limiter.Outcome) *Problem {
+	var details []string
+	var policies []deniedPolicy
+	for _, d := range o.Denied() {
+		requests := " requests"
+		if d.Policy.Limit == 1 {
+			requests = " request"
+		}
+		details = append(details, "Rate limit of "+strconv.FormatInt(d.Policy.Limit, 10)+requests+" per "+
 			strconv.FormatInt(d.Policy.WindowSeconds(), 10)+"s exceeded for key '"+d.Key+"'.")
-	p.header.Set("Retry-After", seconds(d.RetryAfter()))
+		policies = append(policies, deniedPolicy{
+			Name: d.Policy.Name, Limit: d.Policy.Limit, WindowSeconds: d.Policy.WindowSeconds(),
+			Algorithm: algorithm(d.Policy), RetryAfter: int64(d.RetryAfter() / time.Second),
+		})
+	}
+	p := problem(http.StatusTooManyRequests, TypeRateLimited, strings.Join(details, " "))
+	p.Policies = policies
+	p.header.Set("Retry-After", seconds(o.RetryAfter()))
 	return p
+}
+
+func algorithm(p limiter.Policy) string {
+	if p.IsSliding() {
+		return limiter.Sliding
+	}
+	return limiter.Fixed
 }
 
 // StoreRetryAfter is the Retry-After of a 503 when the store fails, capped at

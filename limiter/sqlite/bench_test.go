@@ -81,7 +81,7 @@ func BenchmarkDecision(b *testing.B) {
 			now := t0.Add(30 * time.Second)
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := s.Allow(ctx, limiter.Attempt{Policy: benchPolicy, Key: benchKey(i), Now: now, Route: "GET /ping", RequestID: "r"}); err != nil {
+				if _, err := s.Allow(ctx, limiter.One(benchPolicy, benchKey(i), now, "GET /ping", "r")); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -157,7 +157,7 @@ func BenchmarkUsage(b *testing.B) {
 			ctx := context.Background()
 			now := t0.Add(30 * time.Second)
 			for i := range 8 {
-				s.Allow(ctx, limiter.Attempt{Policy: benchPolicy, Key: benchKey(i), Now: now})
+				s.Allow(ctx, limiter.One(benchPolicy, benchKey(i), now, "", ""))
 			}
 			b.ResetTimer()
 			for i := range b.N {

@@ -71,7 +71,7 @@ func decidingWorker(path string) {
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; ; i++ {
 		key := fmt.Sprintf("k%d", rand.IntN(5))
-		if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: workerPolicy, Key: key, Now: t0, Route: "GET /ping", RequestID: "w"}); err != nil {
+		if _, err := s.Allow(context.Background(), limiter.One(workerPolicy, key, t0, "GET /ping", "w")); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			os.Exit(1)
 		}
@@ -208,7 +208,7 @@ INSERT INTO rate_limit_windows (key, window_start, count, window_seconds) SELECT
 				default:
 				}
 				key := fmt.Sprintf("k%d", rand.IntN(4))
-				if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: workerPolicy, Key: key, Now: t0}); err != nil {
+				if _, err := s.Allow(context.Background(), limiter.One(workerPolicy, key, t0, "", "")); err != nil {
 					t.Errorf("decision failed while pruning: %v", err)
 					return
 				}

@@ -29,61 +29,83 @@ VALUES (?1, ?2, ?3, ?4, ?5)`
 	usageSQL = `SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?2`
 )
 
-// Allow counts the attempt and decides it in one immediate transaction: the
-// upsert returns the count including this attempt, the policy decides from
-// it, and an allowed attempt's audit row is inserted before the commit. No
-// count is read and written back from Go, so concurrent processes cannot lose
-// an increment, and an audit row exists exactly when its increment committed
-// as an allowed one.
-func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Decision, error) {
-	if err := a.Policy.Validate(); err != nil {
-		return limiter.Decision{}, fmt.Errorf("sqlite: %w", err)
+// Allow counts the attempt under each check and decides it, in one
+// immediate transaction: each upsert returns its count including this
+// attempt (and a sliding policy reads the previous window's count, with no
+// extra write), the policies decide from them, and an allowed attempt's
+// audit record is inserted before the commit. No count is read and written
+// back from Go, so concurrent processes cannot lose an increment, and an
+// audit record exists exactly when its increments committed as allowed.
+func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	if err := a.Validate(); err != nil {
+		return limiter.Outcome{}, fmt.Errorf("sqlite: %w", err)
 	}
-	window := limiter.FormatWindow(limiter.WindowStart(a.Now, a.Policy.Window))
-	var d limiter.Decision
+	var o limiter.Outcome
 	err := s.write(ctx, "decide", func(tx *sql.Tx, h *handle) error {
-		var count int64
-		err := tx.StmtContext(ctx, h.upsert).QueryRowContext(ctx,
-			a.Policy.StoreKey(a.Key), window, a.Policy.WindowSeconds()).Scan(&count)
-		if err != nil {
-			return err
+		cur, prev := make([]int64, len(a.Checks)), make([]int64, len(a.Checks))
+		upsert, usage := tx.StmtContext(ctx, h.upsert), tx.StmtContext(ctx, h.usage)
+		for i, c := range a.Checks {
+			start := limiter.WindowStart(a.Now, c.Policy.Window)
+			err := upsert.QueryRowContext(ctx, c.Policy.StoreKey(c.Key), limiter.FormatWindow(start), c.Policy.WindowSeconds()).Scan(&cur[i])
+			if err != nil {
+				return err
+			}
+			if c.Policy.IsSliding() {
+				if prev[i], err = count(ctx, usage, c.Policy.StoreKey(c.Key), start.Add(-c.Policy.Window)); err != nil {
+					return err
+				}
+			}
 		}
-		d = a.Policy.Decide(a.Key, a.Now, count)
-		if d.Allowed {
-			_, err = tx.StmtContext(ctx, h.audit).ExecContext(ctx,
-				a.Key, window, a.Now.UTC().Format(CalledAtLayout), a.Route, a.RequestID)
+		o = limiter.Decide(a, cur, prev)
+		if !o.Allowed {
+			return nil
 		}
+		first := a.Checks[0]
+		_, err := tx.StmtContext(ctx, h.audit).ExecContext(ctx, first.Key,
+			limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
+			a.Now.UTC().Format(CalledAtLayout), a.Route, a.RequestID)
 		return err
 	})
 	if err != nil {
-		return limiter.Decision{}, err
+		return limiter.Outcome{}, err
 	}
-	return d, nil
+	return o, nil
 }
 
-// Usage reads key's count in the window containing now with one SELECT, in
-// autocommit mode: it takes only a shared lock and writes nothing.
+// count reads one window's count with the usage statement; no row is 0.
+func count(ctx context.Context, usage *sql.Stmt, storeKey string, start time.Time) (int64, error) {
+	var n int64
+	err := usage.QueryRowContext(ctx, storeKey, limiter.FormatWindow(start)).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// Usage reads key's count in the window containing now (and, for a
+// sliding policy, the one before) in autocommit mode: it takes only a
+// shared lock and writes nothing.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
 	if err := p.Validate(); err != nil {
 		return limiter.Usage{}, fmt.Errorf("sqlite: %w", err)
 	}
-	window := limiter.FormatWindow(limiter.WindowStart(now, p.Window))
+	start := limiter.WindowStart(now, p.Window)
 	// A read waits for the lock (a commit in progress) or this process's
 	// connection no longer than a write would.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
-	var count int64
-	err := s.do(ctx, "read count", func(h *handle) error {
-		err := h.usage.QueryRowContext(ctx, p.StoreKey(key), window).Scan(&count)
-		if errors.Is(err, sql.ErrNoRows) {
-			count, err = 0, nil
+	var cur, prev int64
+	err := s.do(ctx, "read count", func(h *handle) (err error) {
+		if cur, err = count(ctx, h.usage, p.StoreKey(key), start); err != nil || !p.IsSliding() {
+			return err
 		}
+		prev, err = count(ctx, h.usage, p.StoreKey(key), start.Add(-p.Window))
 		return err
 	})
 	if err != nil && !s.noDatabaseYet() {
 		return limiter.Usage{}, err
 	}
-	return p.UsageAt(key, now, count), nil
+	return p.UsageAt(key, now, cur, prev), nil
 }
 
 // noDatabaseYet reports, for a read-only store, that the database file does

@@ -32,7 +32,7 @@ func TestReadOnlyStoreReadsWhatWritersCommitted(t *testing.T) {
 	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 2 {
 		t.Fatalf("read-only usage = %+v, %v; want count 2", u, err)
 	}
-	if _, err := r.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "alice", Now: t0}); !errors.Is(err, limiter.ErrUnavailable) {
+	if _, err := r.Allow(context.Background(), limiter.One(ping, "alice", t0, "", "")); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Errorf("read-only Allow = %v; want ErrUnavailable: it must not write", err)
 	}
 	if n := queryInt(t, inspect(t, path), `SELECT count FROM rate_limit_windows`); n != 2 {

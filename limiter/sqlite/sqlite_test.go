@@ -65,11 +65,11 @@ func queryInt(tb testing.TB, db *sql.DB, query string, args ...any) int64 {
 
 func allow(tb testing.TB, s *sqlite.Store, p limiter.Policy, key string, now time.Time) limiter.Decision {
 	tb.Helper()
-	d, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: key, Now: now, Route: "GET /ping", RequestID: "req"})
+	o, err := s.Allow(context.Background(), limiter.One(p, key, now, "GET /ping", "req"))
 	if err != nil {
 		tb.Fatalf("allow %q at %v: %v", key, now, err)
 	}
-	return d
+	return o.Decisions[0]
 }
 
 func TestPruneDeletesLargeBacklogsInBatches(t *testing.T) {
@@ -143,7 +143,7 @@ func TestMigrationsAreVersionedAndSurviveRacingColdStarts(t *testing.T) {
 		wg.Go(func() {
 			s, err := sqlite.Open(context.Background(), storeConfig(path))
 			if err == nil {
-				_, err = s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+				_, err = s.Allow(context.Background(), limiter.One(ping, "k", t0, "", ""))
 				s.Close()
 			}
 			errs <- err
@@ -234,7 +234,7 @@ func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
 		t.Fatalf("open with missing directory = %v, %v; want a store and ErrUnavailable", s, err)
 	}
 	defer s.Close()
-	_, err = s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+	_, err = s.Allow(context.Background(), limiter.One(ping, "k", t0, "", ""))
 	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("allow = %v; want ErrUnavailable naming the path", err)
 	}
@@ -278,7 +278,7 @@ func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
 	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+	_, err = s.Allow(context.Background(), limiter.One(ping, "k", t0, "", ""))
 	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("allow while locked = %v; want ErrUnavailable (database is locked)", err)
 	}
@@ -306,7 +306,7 @@ func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Allow(ctx, limiter.Attempt{Policy: ping, Key: "k", Now: t0})
+	_, err = s.Allow(ctx, limiter.One(ping, "k", t0, "", ""))
 	// The busy timeout is 20 s; returning at all before it shows the
 	// deadline, not the timeout, ended the wait.
 	if !errors.Is(err, limiter.ErrUnavailable) || time.Since(start) >= limiter.MaxBusyTimeout/2 {
@@ -396,7 +396,7 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 	time.Sleep(sqlite.FileCheckInterval)
 	// The rollback-journal store notices within a second and stops rather
 	// than carry on in WAL, which is unsafe where it runs (EFS).
-	if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0}); err == nil || !strings.Contains(err.Error(), "journal mode") {
+	if _, err := s.Allow(context.Background(), limiter.One(ping, "k", t0, "", "")); err == nil || !strings.Contains(err.Error(), "journal mode") {
 		t.Errorf("allow after the switch = %v; want an error about the journal mode", err)
 	}
 	wal.Close()

@@ -63,15 +63,168 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FailuresAreUnavailable", func(t *testing.T) { failures(t, h) })
 	t.Run("ExpiryKeepsLiveWindowsOfEveryPolicy", func(t *testing.T) { expiry(t, h) })
 	t.Run("AuditRetention", func(t *testing.T) { auditRetention(t, h) })
+	t.Run("EveryPolicyCountsAndAllMustAllow", func(t *testing.T) { everyPolicyCounts(t, h) })
+	t.Run("FixedLetsTwiceTheLimitAcrossAnEdgeSlidingDoesNot", func(t *testing.T) { slidingEdge(t, h) })
+	t.Run("SlidingUsage", func(t *testing.T) { slidingUsage(t, h) })
+	t.Run("ShadowPoliciesNeverReject", func(t *testing.T) { shadowNeverRejects(t, h) })
+}
+
+func attempt(t *testing.T, s limiter.Store, a limiter.Attempt) limiter.Outcome {
+	t.Helper()
+	o, err := s.Allow(context.Background(), a)
+	if err != nil {
+		t.Fatalf("allow %+v: %v", a.Checks, err)
+	}
+	if len(o.Decisions) != len(a.Checks) {
+		t.Fatalf("%d decisions for %d checks", len(o.Decisions), len(a.Checks))
+	}
+	return o
+}
+
+// everyPolicyCounts: a request passes only if every policy allows it, and
+// every policy counts every attempt; the audit record is written once, for
+// the first check's key and window.
+func everyPolicyCounts(t *testing.T, h Harness) {
+	in := h.New(t)
+	perMinute := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+	perHour := limiter.Policy{Name: "hourly", Limit: 4, Window: time.Hour, Namespace: "hourly"}
+	byIP := limiter.Policy{Name: "ip", Limit: 100, Window: time.Minute, Namespace: "ip"}
+	var got []string
+	for i, at := range []time.Duration{0, 1, 2, 3, 61, 62} {
+		now := t0.Add(at * time.Second)
+		o := attempt(t, in.Store, limiter.Attempt{
+			Checks: []limiter.Check{{Policy: perMinute, Key: "alice"}, {Policy: perHour, Key: "alice"}, {Policy: byIP, Key: "203.0.113.7"}},
+			Now:    now, Route: "GET /ping", RequestID: fmt.Sprint("r", i),
+		})
+		var denied []string
+		for _, d := range o.Denied() {
+			denied = append(denied, d.Policy.Name)
+		}
+		got = append(got, fmt.Sprintf("%v%v", o.Allowed, denied))
+	}
+	// 1-3: allowed. 4 (same minute): the minute denies. 5 (next minute):
+	// the hour's limit of 4 is already spent by four attempts. 6: both.
+	want := "[true[] true[] true[] false[ping] false[hourly] false[hourly]]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("outcomes %v\nwant %v", got, want)
+	}
+	if count, audit := in.Stored(t, perMinute, "alice", t0); count != 4 || len(audit) != 3 {
+		t.Errorf("first minute: count %d, %d audit records; want 4 and 3", count, len(audit))
+	}
+	if count, _ := in.Stored(t, perHour, "alice", t0); count != 6 {
+		t.Errorf("hourly count %d, want 6: every policy counts every attempt", count)
+	}
+	if count, _ := in.Stored(t, byIP, "203.0.113.7", t0); count != 4 {
+		t.Errorf("per-IP count in the first minute %d, want 4", count)
+	}
+	if _, audit := in.Stored(t, perMinute, "alice", t0.Add(time.Minute)); len(audit) != 0 {
+		t.Errorf("%d audit records for denied attempts", len(audit))
+	}
+}
+
+// slidingEdge sends the limit at the end of one window and again at the
+// start of the next: the fixed window lets all of them through, twice its
+// limit within a few seconds; the sliding window lets through only what
+// the previous window's weight leaves room for.
+func slidingEdge(t *testing.T, h Harness) {
+	in := h.New(t)
+	fixed := limiter.Policy{Name: "fixed", Limit: 10, Window: time.Minute, Namespace: "fixed"}
+	sliding := limiter.Policy{Name: "sliding", Limit: 10, Window: time.Minute, Namespace: "sliding", Algorithm: limiter.Sliding}
+	allowed := map[string]int{}
+	for _, p := range []limiter.Policy{fixed, sliding} {
+		for i := range 20 {
+			at := t0.Add(55 * time.Second) // the last 5 s of one window...
+			if i >= 10 {
+				at = t0.Add(62 * time.Second) // ...and the first seconds of the next
+			}
+			if allow(t, in.Store, p, "edge", at, fmt.Sprint(i)).Allowed {
+				allowed[p.Name]++
+			}
+		}
+	}
+	// Sliding at 62 s: the previous window's 10 weigh 10 * 58/60 = 9.67,
+	// so no room is left for even one more.
+	if allowed["fixed"] != 20 || allowed["sliding"] != 10 {
+		t.Errorf("allowed across the edge: %v, want fixed 20 (twice its limit) and sliding 10", allowed)
+	}
+	// Later in the window the previous one's weight fades: at 1m50s it is
+	// 10 * 10/60 = 1.67, and with 10 denied attempts counted... still full.
+	// The next window after that starts from this one's count.
+	if d := allow(t, in.Store, sliding, "edge", t0.Add(3*time.Minute+59*time.Second), "late"); !d.Allowed {
+		t.Errorf("two windows later: %+v, want allowed", d)
+	}
+}
+
+// slidingUsage checks the weighted count that /status reports, and the wait
+// a denied client is told.
+func slidingUsage(t *testing.T, h Harness) {
+	in := h.New(t)
+	p := limiter.Policy{Name: "sliding", Limit: 10, Window: time.Minute, Namespace: "sliding", Algorithm: limiter.Sliding}
+	for i := range 6 {
+		allow(t, in.Store, p, "k", t0.Add(30*time.Second), fmt.Sprint(i)) // 6 in [0, 60)
+	}
+	for i := range 2 {
+		allow(t, in.Store, p, "k", t0.Add(70*time.Second), fmt.Sprint("n", i)) // 2 in [60, 120)
+	}
+	// At 90 s the previous window weighs half: 6 * 0.5 + 2 = 5.
+	u, err := in.Store.Usage(context.Background(), p, "k", t0.Add(90*time.Second))
+	if err != nil || u.Count != 5 || u.Remaining != 5 {
+		t.Fatalf("usage at 90 s = %+v, %v; want count 5, remaining 5", u, err)
+	}
+	// Fill it: at 90 s, 5 more are allowed (6 * 0.5 + 7 = 10), and the next
+	// is denied. It counts too (8 in this window), so one more fits once
+	// 6 * (1 - t/60) + 8 <= 9: at t = 50 s into the window, 20 s later.
+	for i := range 5 {
+		if d := allow(t, in.Store, p, "k", t0.Add(90*time.Second), fmt.Sprint("f", i)); !d.Allowed {
+			t.Fatalf("fill %d: %+v, want allowed", i, d)
+		}
+	}
+	d := allow(t, in.Store, p, "k", t0.Add(90*time.Second), "over")
+	if d.Allowed || d.Remaining != 0 || d.RetryAfter() != 20*time.Second {
+		t.Errorf("over the limit: allowed=%v remaining=%d retry after %v, want denied, 0, 20s", d.Allowed, d.Remaining, d.RetryAfter())
+	}
+	if d := allow(t, in.Store, p, "k", t0.Add(110*time.Second), "after the wait"); !d.Allowed {
+		t.Errorf("after the wait: %+v, want allowed", d)
+	}
+}
+
+// shadowNeverRejects: a shadow policy counts and says what it would have
+// decided, and the request passes unless an enforced policy denies it.
+func shadowNeverRejects(t *testing.T, h Harness) {
+	in := h.New(t)
+	enforced := limiter.Policy{Name: "ping", Limit: 100, Window: time.Minute}
+	shadow := limiter.Policy{Name: "trial", Limit: 2, Window: time.Minute, Namespace: "trial", Shadow: true}
+	var wouldDeny int
+	for i := range 5 {
+		o := attempt(t, in.Store, limiter.Attempt{Checks: []limiter.Check{{Policy: enforced, Key: "k"}, {Policy: shadow, Key: "k"}}, Now: t0, RequestID: fmt.Sprint(i)})
+		if !o.Allowed || len(o.Denied()) != 0 {
+			t.Fatalf("attempt %d: %+v, want allowed: the shadow policy never rejects", i+1, o)
+		}
+		if !o.Decisions[1].Allowed {
+			wouldDeny++
+		}
+	}
+	if wouldDeny != 3 {
+		t.Errorf("the shadow policy would have denied %d attempts, want 3", wouldDeny)
+	}
+	if count, _ := in.Stored(t, shadow, "k", t0); count != 5 {
+		t.Errorf("shadow policy: count %d, want 5: it counts every attempt", count)
+	}
+	if _, audit := in.Stored(t, enforced, "k", t0); len(audit) != 5 {
+		t.Errorf("%d audit records, want 5: every request passed", len(audit))
+	}
 }
 
 func allow(t *testing.T, s limiter.Store, p limiter.Policy, key string, now time.Time, rid string) limiter.Decision {
 	t.Helper()
-	d, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: key, Now: now, Route: "GET /ping", RequestID: rid})
+	o, err := s.Allow(context.Background(), limiter.One(p, key, now, "GET /ping", rid))
 	if err != nil {
 		t.Fatalf("allow %q at %v: %v", key, now, err)
 	}
-	return d
+	if len(o.Decisions) != 1 || o.Allowed != o.Decisions[0].Allowed {
+		t.Fatalf("allow %q: outcome %+v does not match its one decision", key, o)
+	}
+	return o.Decisions[0]
 }
 
 func countsEveryAttempt(t *testing.T, h Harness) {
@@ -177,7 +330,7 @@ func concurrentHandles(t *testing.T, h Harness) {
 		for w := range workers {
 			wg.Go(func() {
 				for i := range perStore / workers {
-					d, err := s.Allow(context.Background(), limiter.Attempt{Policy: p, Key: "hot", Now: t0, Route: "GET /ping", RequestID: fmt.Sprintf("s%dw%di%d", si, w, i)})
+					d, err := s.Allow(context.Background(), limiter.One(p, "hot", t0, "GET /ping", fmt.Sprintf("s%dw%di%d", si, w, i)))
 					if err != nil {
 						t.Errorf("allow: %v", err)
 						return
@@ -200,7 +353,7 @@ func concurrentHandles(t *testing.T, h Harness) {
 
 func failures(t *testing.T, h Harness) {
 	s := h.Broken(t)
-	if _, err := s.Allow(context.Background(), limiter.Attempt{Policy: ping, Key: "k", Now: t0}); !errors.Is(err, limiter.ErrUnavailable) {
+	if _, err := s.Allow(context.Background(), limiter.One(ping, "k", t0, "", "")); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Errorf("Allow on a broken store = %v, want ErrUnavailable", err)
 	}
 	if _, err := s.Usage(context.Background(), ping, "k", t0); !errors.Is(err, limiter.ErrUnavailable) {

@@ -1,0 +1,104 @@
+// Package metrics writes the limiter's metrics as CloudWatch Embedded Metric
+// Format: JSON lines that CloudWatch Logs turns into metrics as it ingests
+// them, with no agent and no API call on the request path.
+//
+// Namespace (default "RateLimit"; the template sets one per stack):
+//
+//   - Requests (Count), by Policy, Route and Decision: one per policy and
+//     request, Decision being allowed, rejected or shadow_rejected (a shadow
+//     policy that would have rejected).
+//   - DecisionLatency (Milliseconds), by the same dimensions: how long the
+//     store took to decide the request.
+//   - StoreErrors (Count), by Route and with no dimension at all (so one
+//     alarm covers every route): requests the store failed to decide, which
+//     the fail mode answered.
+package metrics
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// DefaultNamespace is the CloudWatch namespace when none is configured.
+const DefaultNamespace = "RateLimit"
+
+// Decisions, as the Decision dimension spells them.
+const (
+	Allowed        = "allowed"
+	Rejected       = "rejected"
+	ShadowRejected = "shadow_rejected"
+)
+
+// EMF writes metric lines to W. It is safe for simultaneous use; lines are
+// written whole.
+type EMF struct {
+	Namespace string
+
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// New writes EMF lines to w under namespace (DefaultNamespace if empty).
+func New(w io.Writer, namespace string) *EMF {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return &EMF{Namespace: namespace, w: w}
+}
+
+type metricDef struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+type directive struct {
+	Namespace  string      `json:"Namespace"`
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []metricDef `json:"Metrics"`
+}
+
+type metadata struct {
+	Timestamp         int64       `json:"Timestamp"`
+	CloudWatchMetrics []directive `json:"CloudWatchMetrics"`
+}
+
+// Decision records one policy's decision of one request.
+func (e *EMF) Decision(at time.Time, policy, route, decision string, latency time.Duration) {
+	e.write(map[string]any{
+		"_aws": metadata{Timestamp: at.UnixMilli(), CloudWatchMetrics: []directive{{
+			Namespace:  e.Namespace,
+			Dimensions: [][]string{{"Policy", "Route", "Decision"}},
+			Metrics:    []metricDef{{"Requests", "Count"}, {"DecisionLatency", "Milliseconds"}},
+		}}},
+		"Policy":          policy,
+		"Route":           route,
+		"Decision":        decision,
+		"Requests":        1,
+		"DecisionLatency": float64(latency.Microseconds()) / 1000,
+	})
+}
+
+// StoreError records a request the store failed to decide.
+func (e *EMF) StoreError(at time.Time, route string) {
+	e.write(map[string]any{
+		"_aws": metadata{Timestamp: at.UnixMilli(), CloudWatchMetrics: []directive{{
+			Namespace:  e.Namespace,
+			Dimensions: [][]string{{"Route"}, {}},
+			Metrics:    []metricDef{{"StoreErrors", "Count"}},
+		}}},
+		"Route":       route,
+		"StoreErrors": 1,
+	})
+}
+
+func (e *EMF) write(v map[string]any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return // the values above always marshal
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.w.Write(append(b, '\n'))
+}
