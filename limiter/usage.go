@@ -93,7 +93,7 @@ func (p Policy) slidingWait(now time.Time, cur, prev int64) time.Duration {
 	start := WindowStart(now, p.Window)
 	elapsed := float64(now.Sub(start))
 	room := float64(p.Limit - 1) // what the others may weigh for one more to fit
-	var at float64              // nanoseconds from start
+	var at float64               // nanoseconds from start
 	switch {
 	case float64(cur) <= room && prev > 0:
 		// prev*(1 - t/w) + cur <= room, within this window.
