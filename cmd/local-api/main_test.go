@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
+	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
 // TestLocalServerEndToEnd builds and runs the README's first command as a
@@ -42,32 +44,10 @@ func TestLocalServerOnDynamoDB(t *testing.T) {
 // runLocalServer builds the server, starts it in dir with env added, and
 // checks the README's session: 200, 200, 200, 429, then /status.
 func runLocalServer(t *testing.T, dir string, env ...string) {
-	bin := filepath.Join(dir, "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	addr := freeAddr(t)
-	cmd := exec.Command(bin)
-	// DB_PATH is left unset: the default ./data/ratelimit.db is created
-	// relative to the working directory.
-	cmd.Dir = dir
 	// The window is 30 days so that the four requests, which read the real
 	// clock, all but surely fall in one window.
-	cmd.Env = append(append(os.Environ(), "ADDR="+addr, "DB_PATH=", "PRUNE_INTERVAL=1s", "WINDOW_SECONDS=2592000", "RATE_LIMIT="), env...)
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	addr, lines, cmd := startLocalServer(t, dir, append([]string{"WINDOW_SECONDS=2592000", "RATE_LIMIT="}, env...)...)
 	defer cmd.Process.Kill()
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	waitFor(t, lines, `"msg":"listening"`)
 
 	base := "http://" + addr
 	for i, want := range []int{200, 200, 200, 429} {
@@ -121,6 +101,36 @@ func runLocalServer(t *testing.T, dir string, env ...string) {
 	}
 }
 
+// startLocalServer builds the server and starts it in dir with env added,
+// and returns its address and its output lines once it listens.
+func startLocalServer(t *testing.T, dir string, env ...string) (string, <-chan string, *exec.Cmd) {
+	t.Helper()
+	bin := filepath.Join(dir, "local-api")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin)
+	// DB_PATH is left unset: the default ./data/ratelimit.db is created
+	// relative to the working directory.
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "ADDR="+addr, "DB_PATH=", "PRUNE_INTERVAL=1s", "POLICIES=", "SHADOW=", "METRICS="), env...)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	waitFor(t, lines, `"msg":"listening"`)
+	return addr, lines, cmd
+}
+
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -144,6 +154,72 @@ func waitFor(t *testing.T, lines <-chan string, substr string) {
 			}
 		case <-timeout:
 			t.Fatalf("no log line with %s", substr)
+		}
+	}
+}
+
+// TestLocalServerWithPolicies runs the server with two policies on /ping, a
+// fixed and a sliding one, and EMF metrics on stdout, as the README shows.
+func TestLocalServerWithPolicies(t *testing.T) {
+	// Windows of 30 days keep the real clock away from their edges.
+	policies := `[{"name":"ping","limit":3,"window":"30d"},{"name":"burst","limit":2,"window":"30d","algorithm":"sliding"}]`
+	addr, lines, cmd := startLocalServer(t, t.TempDir(), "POLICIES="+policies, "METRICS=emf", "METRICS_NAMESPACE=RateLimit/local")
+	defer cmd.Process.Kill()
+
+	var last *http.Response
+	var lastBody []byte
+	for i, want := range []int{200, 200, 429} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/ping", nil)
+		req.Header.Set("X-Client-Key", "alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("ping %d: %d %s, want %d", i+1, resp.StatusCode, body, want)
+		}
+		if got := resp.Header.Get("RateLimit-Policy"); got != `"ping";q=3;w=2592000, "burst";q=2;w=2592000` {
+			t.Errorf("ping %d: RateLimit-Policy %q does not list both policies", i+1, got)
+		}
+		last, lastBody = resp, body
+	}
+	var problem struct {
+		Policies []struct {
+			Name       string `json:"name"`
+			Algorithm  string `json:"algorithm"`
+			RetryAfter int64  `json:"retry_after"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(lastBody, &problem); err != nil {
+		t.Fatal(err)
+	}
+	if len(problem.Policies) != 1 || problem.Policies[0].Name != "burst" || problem.Policies[0].Algorithm != "sliding" {
+		t.Errorf("429 names %+v, want burst (sliding) alone", problem.Policies)
+	}
+	if ra := last.Header.Get("Retry-After"); ra == "" || ra == "0" || ra != strconv.FormatInt(problem.Policies[0].RetryAfter, 10) {
+		t.Errorf("Retry-After %q, want burst's wait %d", ra, problem.Policies[0].RetryAfter)
+	}
+
+	// Two policies x three requests: six EMF lines, all valid.
+	emf := 0
+	timeout := time.After(10 * time.Second)
+	for emf < 6 {
+		select {
+		case line := <-lines:
+			if !strings.Contains(line, `"_aws"`) {
+				continue
+			}
+			if err := metrics.Validate([]byte(line)); err != nil {
+				t.Fatalf("EMF line invalid: %v\n%s", err, line)
+			}
+			if !strings.Contains(line, `"Namespace":"RateLimit/local"`) {
+				t.Errorf("EMF line not in the configured namespace: %s", line)
+			}
+			emf++
+		case <-timeout:
+			t.Fatalf("%d EMF lines on stdout, want 6", emf)
 		}
 	}
 }

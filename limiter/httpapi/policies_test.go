@@ -1,0 +1,242 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/metrics"
+
+	_ "modernc.org/sqlite"
+)
+
+// fourPolicies are configured as a user would, through POLICIES: the seed's
+// policy, a sliding burst limit, a daily quota, and a strict limit being
+// rolled out in shadow.
+const fourPolicies = `[
+	{"name": "ping",   "limit": 3, "window": "60s"},
+	{"name": "burst",  "limit": 2, "window": "10s", "algorithm": "sliding"},
+	{"name": "daily",  "limit": 5, "window": "1d"},
+	{"name": "strict", "limit": 1, "window": "60s", "shadow": true}
+]`
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func rulesFrom(t *testing.T, policies string) []limiter.Rule {
+	t.Helper()
+	env := map[string]string{"POLICIES": policies, "DB_PATH": "unused"}
+	cfg, err := limiter.LocalConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Rules
+}
+
+func wantHeader(t *testing.T, w *httptest.ResponseRecorder, name, want string) {
+	t.Helper()
+	if got := w.Header().Get(name); got != want {
+		t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+	}
+}
+
+// deniedBy returns the names and retry_after of the policies a 429 names.
+func deniedBy(t *testing.T, body map[string]any) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	ps, _ := body["policies"].([]any)
+	for _, p := range ps {
+		m := p.(map[string]any)
+		out[m["name"].(string)] = m["retry_after"].(float64)
+	}
+	return out
+}
+
+func TestSeveralPoliciesOnOneRoute(t *testing.T) {
+	c := &clock{t0.Add(18 * time.Second)}
+	var emf bytes.Buffer
+	f := newFixture(t, httpapi.Options{Rules: rulesFrom(t, fourPolicies), Now: c.now, Metrics: metrics.New(&emf, "RateLimit/test")})
+	ping := func() *httptest.ResponseRecorder { return f.do(t, "GET", "/ping", "X-Client-Key", "alice") }
+
+	// 1st at :18. burst's window is [10s, 20s); the one before it is empty.
+	w := ping()
+	if w.Code != http.StatusOK {
+		t.Fatalf("1st: %d %s", w.Code, w.Body)
+	}
+	wantHeader(t, w, "RateLimit-Policy", `"ping";q=3;w=60, "burst";q=2;w=10, "daily";q=5;w=86400, "strict";q=1;w=60`)
+	wantHeader(t, w, "RateLimit", `"ping";r=2;t=42, "burst";r=1;t=2, "daily";r=4;t=86382, "strict";r=0;t=42`)
+	// The X- headers hold the tightest enforced policy: burst, 1 left.
+	wantHeader(t, w, "X-RateLimit-Limit", "2")
+	wantHeader(t, w, "X-RateLimit-Remaining", "1")
+	if ps, _ := decode(t, w)["policies"].([]any); len(ps) != 4 {
+		t.Errorf("200 body lists %d policies, want 4: %s", len(ps), w.Body)
+	}
+
+	// 2nd: strict (shadow) would reject; nobody is rejected.
+	if w = ping(); w.Code != http.StatusOK {
+		t.Fatalf("2nd: %d %s; a shadow policy must never reject", w.Code, w.Body)
+	}
+	// burst has none left; one more fits once this window's weight has
+	// faded enough next window: at 25 s, 2*(1-0.5) = 1. 25 - 18 = 7.
+	wantHeader(t, w, "RateLimit", `"ping";r=1;t=42, "burst";r=0;t=7, "daily";r=3;t=86382, "strict";r=0;t=42`)
+
+	// 3rd: burst denies alone, ping still allows.
+	w = ping()
+	body := wantProblem(t, w, http.StatusTooManyRequests, httpapi.TypeRateLimited, "/ping")
+	if got := deniedBy(t, body); len(got) != 1 || got["burst"] != 9 {
+		t.Errorf("3rd denied by %v, want burst only, retry_after 9 (3*(1-t/10) <= 1 at t = 6.67 s into the next window)", got)
+	}
+	wantHeader(t, w, "Retry-After", "9")
+
+	// 4th: ping denies too; Retry-After is the longer wait, and the body
+	// names both, not the shadow.
+	w = ping()
+	body = wantProblem(t, w, http.StatusTooManyRequests, httpapi.TypeRateLimited, "/ping")
+	if got := deniedBy(t, body); len(got) != 2 || got["ping"] != 42 || got["burst"] != 10 {
+		t.Errorf("4th denied by %v, want ping (42) and burst (10)", got)
+	}
+	wantHeader(t, w, "Retry-After", "42")
+	if d := body["detail"].(string); !strings.Contains(d, "3 requests per 60s") || !strings.Contains(d, "2 requests per 10s") {
+		t.Errorf("detail %q does not say which limits were exceeded", d)
+	}
+
+	// At :25 burst's new window is weighed with the last: 4*0.5 + 1 = 3 > 2.
+	c.t = t0.Add(25 * time.Second)
+	if w = ping(); w.Code != http.StatusTooManyRequests || deniedBy(t, decode(t, w))["burst"] == 0 {
+		t.Fatalf("at :25 sliding burst should still deny: %d %s", w.Code, w.Body)
+	}
+	w = f.do(t, "GET", "/status?key=alice&policy=burst")
+	if got := decode(t, w); got["count"] != 3.0 || got["limit"] != 2.0 {
+		t.Errorf("/status?policy=burst = %s, want the weighted count 3", w.Body)
+	}
+
+	// A minute on, ping and burst have started over; the daily quota has
+	// counted all five attempts and denies the sixth until midnight.
+	c.t = t0.Add(61 * time.Second)
+	w = ping()
+	if got := deniedBy(t, wantProblem(t, w, http.StatusTooManyRequests, httpapi.TypeRateLimited, "/ping")); len(got) != 1 || got["daily"] != 86400-61 {
+		t.Errorf("6th denied by %v, want daily only until midnight", got)
+	}
+	wantHeader(t, w, "Retry-After", "86339")
+
+	// Each policy keeps its own counters: ping's under the key as is.
+	rows := map[string]int64{}
+	db, err := sql.Open("sqlite", f.store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, err := db.Query(`SELECT key, window_start, count FROM rate_limit_windows`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rs.Next() {
+		var k, ws string
+		var n int64
+		if err := rs.Scan(&k, &ws, &n); err != nil {
+			t.Fatal(err)
+		}
+		rows[strings.ReplaceAll(k, "\x1f", "/")+"@"+ws] = n
+	}
+	want := map[string]int64{
+		"alice@2026-01-01T00:00:00Z": 5, "alice@2026-01-01T00:01:00Z": 1,
+		"burst/alice@2026-01-01T00:00:10Z": 4, "burst/alice@2026-01-01T00:00:20Z": 1, "burst/alice@2026-01-01T00:01:00Z": 1,
+		"daily/alice@2026-01-01T00:00:00Z":  6,
+		"strict/alice@2026-01-01T00:00:00Z": 5, "strict/alice@2026-01-01T00:01:00Z": 1,
+	}
+	for k, n := range want {
+		if rows[k] != n {
+			t.Errorf("row %s = %d, want %d", k, rows[k], n)
+		}
+	}
+	if len(rows) != len(want) {
+		t.Errorf("rows %v, want %v", rows, want)
+	}
+
+	// One EMF line per policy and request, each valid: 6 requests x 4.
+	decisions := map[string]int{}
+	sc := bufio.NewScanner(&emf)
+	for sc.Scan() {
+		if err := metrics.Validate(sc.Bytes()); err != nil {
+			t.Fatalf("EMF line invalid: %v\n%s", err, sc.Bytes())
+		}
+		var m map[string]any
+		json.Unmarshal(sc.Bytes(), &m)
+		decisions[m["Policy"].(string)+" "+m["Decision"].(string)]++
+	}
+	for k, n := range map[string]int{
+		"ping allowed": 4, "ping rejected": 2,
+		"burst allowed": 3, "burst rejected": 3,
+		"daily allowed": 5, "daily rejected": 1,
+		"strict allowed": 2, "strict shadow_rejected": 4,
+	} {
+		if decisions[k] != n {
+			t.Errorf("EMF %s = %d, want %d (all: %v)", k, decisions[k], n, decisions)
+		}
+	}
+}
+
+// SHADOW=on turns every policy into a shadow: clients past the limit are
+// counted, told where they stand and logged, but never turned away.
+func TestGlobalShadowNeverRejects(t *testing.T) {
+	env := map[string]string{"DB_PATH": "unused", "RATE_LIMIT": "2", "SHADOW": "on"}
+	cfg, err := limiter.LocalConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, httpapi.Options{Rules: cfg.Rules})
+	for i := 1; i <= 5; i++ {
+		w := f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d %s; shadow mode must never reject", i, w.Code, w.Body)
+		}
+		if got := decode(t, w)["count"]; got != float64(i) {
+			t.Errorf("request %d: count %v; shadow mode still counts", i, got)
+		}
+		if i > 2 {
+			wantHeader(t, w, "RateLimit", `"ping";r=0;t=42`)
+		}
+	}
+	var shadowed int
+	sc := bufio.NewScanner(f.logs)
+	for sc.Scan() {
+		var entry map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := entry["shadow_rejected"].([]any); len(s) == 1 && s[0] == "ping" {
+			shadowed++
+		}
+	}
+	if shadowed != 3 {
+		t.Errorf("%d log lines name a shadow rejection, want 3:\n%s", shadowed, f.logs)
+	}
+}
+
+// A store failure is measured whatever the fail mode answers: it is what
+// the template's alarm watches.
+func TestStoreErrorsAreMeasured(t *testing.T) {
+	for _, mode := range []limiter.FailMode{limiter.FailOpen, limiter.FailClosed} {
+		var emf bytes.Buffer
+		f := newFixture(t, httpapi.Options{Store: brokenStore(t), FailMode: mode, Metrics: metrics.New(&emf, "")})
+		f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+		line := bytes.TrimSpace(emf.Bytes())
+		if err := metrics.Validate(line); err != nil {
+			t.Fatalf("%s: %v: %q", mode, err, line)
+		}
+		var m map[string]any
+		json.Unmarshal(line, &m)
+		if m["StoreErrors"] != 1.0 || m["Route"] != "GET /ping" || bytes.Count(line, []byte("\n")) != 0 {
+			t.Errorf("%s: want one StoreErrors line for GET /ping, got %s", mode, emf.Bytes())
+		}
+	}
+}
