@@ -154,11 +154,18 @@ func parseRules(v string, defaultKey KeySource) ([]Rule, error) {
 			p.Namespace = p.Name
 		}
 		w, err := parseSpan(r.Window)
-		if err != nil {
+		switch {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("policy %q: window: %v", r.Name, err))
+		case w < time.Second || w > MaxWindow || w%time.Second != 0:
+			errs = append(errs, fmt.Errorf("policy %q: window %q is not whole seconds from 1s to 30d", r.Name, r.Window))
+		default:
+			p.Window = w
 		}
-		p.Window = w
-		if err := p.Validate(); err != nil && w > 0 {
+		if p.Window == 0 {
+			p.Window = time.Second // reported above; check the rest
+		}
+		if err := p.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 		if seen[r.Name] {
@@ -366,7 +373,7 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 	if v := getenv("POLICIES"); v != "" {
 		rules, err := parseRules(v, c.KeySource)
 		if err != nil {
-			bad("POLICIES", "%v", err)
+			errs = append(errs, fmt.Errorf("POLICIES:\n%w", err))
 		}
 		c.Rules = rules
 	}
@@ -392,7 +399,15 @@ func configFromEnv(getenv func(string) string, local bool) (Config, error) {
 			bad("METRICS", "%q is not emf or off", v)
 		}
 	}
-	c.MetricsNamespace = getenv("METRICS_NAMESPACE")
+	if v := getenv("METRICS_NAMESPACE"); v != "" {
+		// CloudWatch refuses these, and would drop every metric line.
+		if len(v) > 255 || strings.HasPrefix(v, "AWS/") || strings.ContainsFunc(v, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("./-_#: ", r))
+		}) {
+			bad("METRICS_NAMESPACE", "%q is not a CloudWatch namespace: up to 255 letters, digits and . - _ / # : or space, not starting AWS/", v)
+		}
+		c.MetricsNamespace = v
+	}
 	if local {
 		c.Addr, c.PruneInterval = DefaultAddr, DefaultPruneInterval
 		if v := getenv("ADDR"); v != "" {
@@ -436,7 +451,8 @@ type ConfigError struct {
 func (e *ConfigError) Error() string {
 	lines := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
-		lines[i] = "  " + p.Error()
+		// A problem of several lines (POLICIES) is indented under its name.
+		lines[i] = "  " + strings.ReplaceAll(p.Error(), "\n", "\n    ")
 	}
 	return "invalid configuration:\n" + strings.Join(lines, "\n")
 }

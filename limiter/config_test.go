@@ -155,12 +155,41 @@ func TestConfigPolicies(t *testing.T) {
 	}
 	_, err = limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":0,"window":"1s"},{"name":"a","limit":1,"window":"31d"},
 		{"name":"Bad Name","limit":1,"window":"1s","algorithm":"leaky","key":"x-forwarded-for","routes":["/status"]},{"name":"b","limit":1,"window":"soon"}]`}))
-	for _, want := range []string{"limit 0 is below 1", "named twice", "window 744h0m0s", "names are lower-case", "algorithm \"leaky\"", "key:", "route \"/status\"", `"soon" is not a duration`} {
+	for _, want := range []string{"limit 0 is below 1", "named twice", `window "31d"`, "names are lower-case", "algorithm \"leaky\"", "key:", "route \"/status\"", `"soon" is not a duration`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("POLICIES error does not say %q: %v", want, err)
 		}
 	}
 	if _, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `{"name":"ping"}`})); err == nil {
 		t.Error("a POLICIES object, not an array, was accepted")
+	}
+}
+
+func TestConfigMetrics(t *testing.T) {
+	c, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "METRICS_NAMESPACE": "RateLimit/prod-stack"}))
+	if err != nil || !c.Metrics || c.MetricsNamespace != "RateLimit/prod-stack" {
+		t.Errorf("functions: metrics %v in %q (%v), want EMF on by default in the given namespace", c.Metrics, c.MetricsNamespace, err)
+	}
+	c, err = limiter.LocalConfigFromEnv(env(nil))
+	if err != nil || c.Metrics {
+		t.Errorf("local server: metrics %v (%v), want off by default: its stdout is for people", c.Metrics, err)
+	}
+	if c, _ := limiter.LocalConfigFromEnv(env(map[string]string{"METRICS": "emf"})); !c.Metrics {
+		t.Error("METRICS=emf did not turn metrics on locally")
+	}
+	if c, _ := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "METRICS": "off"})); c.Metrics {
+		t.Error("METRICS=off left metrics on")
+	}
+	for _, bad := range []map[string]string{
+		{"METRICS": "prometheus"},
+		{"METRICS_NAMESPACE": "AWS/Lambda"},
+		{"METRICS_NAMESPACE": "rate{limit}"},
+		{"METRICS_NAMESPACE": strings.Repeat("n", 256)},
+		{"SHADOW": "maybe"},
+	} {
+		bad["DB_PATH"] = "x"
+		if _, err := limiter.ConfigFromEnv(env(bad)); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

@@ -7,12 +7,20 @@
 // listens), keeps the database at DB_PATH (default ./data/ratelimit.db,
 // directory created), prunes every PRUNE_INTERVAL (default 1m) and shuts down
 // cleanly on SIGINT and SIGTERM. The other settings are the functions'.
+//
+// With -check it reads the configuration, prints the policies it gives and
+// exits, 0 if it is good and 2 if not: a way to try a POLICIES value before
+// deploying it as the template's Policies parameter.
+//
+//	POLICIES='[{"name":"burst","limit":5,"window":"1s"}]' go run ./cmd/local-api -check
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,16 +41,37 @@ import (
 const requestTimeout = 10 * time.Second
 
 func main() {
+	check := flag.Bool("check", false, "check the configuration, print its policies and exit")
+	flag.Parse()
 	cfg, err := limiter.LocalConfigFromEnv(os.Getenv)
 	if err != nil {
 		// For a person at a terminal: plain text, one problem a line.
 		fmt.Fprintln(os.Stderr, "local-api:", err)
 		os.Exit(2)
 	}
+	if *check {
+		printPolicies(os.Stdout, cfg.Rules)
+		return
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	if err := run(log, cfg); err != nil {
 		log.Error("local-api", "error", err.Error())
 		os.Exit(1)
+	}
+}
+
+// printPolicies lists rules one a line, as a person checking them reads them.
+func printPolicies(w io.Writer, rules []limiter.Rule) {
+	for _, r := range rules {
+		p := r.Policy
+		algorithm, shadow := limiter.Fixed, ""
+		if p.IsSliding() {
+			algorithm = limiter.Sliding
+		}
+		if p.Shadow {
+			shadow = " shadow"
+		}
+		fmt.Fprintf(w, "%s: %d per %v, %s window, key %s, routes %v%s\n", p.Name, p.Limit, p.Window, algorithm, r.KeySource, r.Routes, shadow)
 	}
 }
 
