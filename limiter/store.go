@@ -94,12 +94,17 @@ func (o Outcome) Denied() []Decision {
 	return out
 }
 
-// RetryAfter is the longest wait among the policies that rejected the
-// attempt.
+// RetryAfter is how long a rejected client should wait for its next
+// attempt to pass every policy: the longest wait among the policies that
+// rejected this one and the enforced policies that allowed it with nothing
+// left, which would reject the next. Waiting only for the policies that
+// rejected would send the client back into another 429.
 func (o Outcome) RetryAfter() time.Duration {
 	var longest time.Duration
-	for _, d := range o.Denied() {
-		longest = max(longest, d.RetryAfter())
+	for _, d := range o.Decisions {
+		if !d.Policy.Shadow && (!d.Allowed || d.Remaining == 0) {
+			longest = max(longest, d.RetryAfter())
+		}
 	}
 	return longest
 }

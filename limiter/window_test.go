@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -85,5 +86,38 @@ func TestPolicyValidateAndStoreKey(t *testing.T) {
 	}
 	if got := (limiter.Policy{Namespace: "strict"}).StoreKey("k"); got != "strict\x1fk" {
 		t.Errorf("StoreKey with namespace = %q", got)
+	}
+}
+
+// TestOutcomeRetryAfterWaitsForEveryPolicy: a client told to come back
+// when the policy that denied it resets must not meet another that has
+// nothing left.
+func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start.Add(18 * time.Second)
+	minute := limiter.Policy{Name: "minute", Limit: 3, Window: time.Minute}
+	burst := limiter.Policy{Name: "burst", Limit: 2, Window: 10 * time.Second, Namespace: "burst"}
+	shadow := limiter.Policy{Name: "hour", Limit: 1, Window: time.Hour, Namespace: "hour", Shadow: true}
+	a := limiter.Attempt{Checks: []limiter.Check{{minute, "k"}, {burst, "k"}, {shadow, "k"}}, Now: now}
+	tests := []struct {
+		name   string
+		cur    []int64
+		denied []string
+		want   time.Duration
+	}{
+		{"burst denies, minute has room", []int64{2, 3, 5}, []string{"burst"}, 2 * time.Second},
+		{"burst denies, minute is spent", []int64{3, 3, 5}, []string{"burst"}, 42 * time.Second},
+		{"both deny", []int64{4, 3, 5}, []string{"minute", "burst"}, 42 * time.Second},
+		{"the shadow never adds a wait", []int64{1, 3, 9}, []string{"burst"}, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		o := limiter.Decide(a, tt.cur, []int64{0, 0, 0})
+		var denied []string
+		for _, d := range o.Denied() {
+			denied = append(denied, d.Policy.Name)
+		}
+		if o.Allowed || !slices.Equal(denied, tt.denied) || o.RetryAfter() != tt.want {
+			t.Errorf("%s: allowed %v, denied by %v, retry after %v; want denied by %v, %v", tt.name, o.Allowed, denied, o.RetryAfter(), tt.denied, tt.want)
+		}
 	}
 }

@@ -89,13 +89,15 @@ func TestSeveralPoliciesOnOneRoute(t *testing.T) {
 	// faded enough next window: at 25 s, 2*(1-0.5) = 1. 25 - 18 = 7.
 	wantHeader(t, w, "RateLimit", `"ping";r=1;t=42, "burst";r=0;t=7, "daily";r=3;t=86382, "strict";r=0;t=42`)
 
-	// 3rd: burst denies alone, ping still allows.
+	// 3rd: burst denies alone; ping allows it, its last. Retry-After waits
+	// for ping too: back after burst's 9 s, the client would meet ping's
+	// limit.
 	w = ping()
 	body := wantProblem(t, w, http.StatusTooManyRequests, httpapi.TypeRateLimited, "/ping")
 	if got := deniedBy(t, body); len(got) != 1 || got["burst"] != 9 {
 		t.Errorf("3rd denied by %v, want burst only, retry_after 9 (3*(1-t/10) <= 1 at t = 6.67 s into the next window)", got)
 	}
-	wantHeader(t, w, "Retry-After", "9")
+	wantHeader(t, w, "Retry-After", "42")
 
 	// 4th: ping denies too; Retry-After is the longer wait, and the body
 	// names both, not the shadow.

@@ -75,7 +75,9 @@ func rateLimited(o limiter.Outcome) *Problem {
 	}
 	p := problem(http.StatusTooManyRequests, TypeRateLimited, strings.Join(details, " "))
 	p.Policies = policies
-	p.header.Set("Retry-After", seconds(o.RetryAfter()))
+	// At least a second, even if a store denied without saying which
+	// policy did: "0" would invite an immediate retry.
+	p.header.Set("Retry-After", seconds(max(o.RetryAfter(), time.Second)))
 	return p
 }
 
