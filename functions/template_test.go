@@ -62,7 +62,7 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 	env := map[string]string{
 		"RateLimit": "RATE_LIMIT", "WindowSeconds": "WINDOW_SECONDS", "ClientKeySource": "CLIENT_KEY_SOURCE",
 		"FailMode": "FAIL_MODE", "AuditRetention": "AUDIT_RETENTION", "BusyTimeout": "BUSY_TIMEOUT", "RejectCache": "REJECT_CACHE",
-		"Store": "STORE",
+		"Store": "STORE", "Shadow": "SHADOW",
 	}
 	candidates := []string{"", "0", "1", "1.5", "-1", "3", "60", "2592000", "2592001", "99999999999999999999",
 		"0s", "0ms", "1ms", "9999ms", "10000ms", "9s", "10s", "25s", "1h", "0d", "1d", "30d", "36500d", "36501d", "9999d",
@@ -86,6 +86,45 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 			}); err != nil {
 				t.Errorf("%s=%q passes the template but the functions refuse it: %v", param, v, err)
 			}
+		}
+	}
+}
+
+// TestTemplateAcceptsThePoliciesTheREADMEShows checks the Policies
+// parameter both ways: the README's examples pass its pattern and the
+// functions' configuration. A pattern cannot tell good JSON from bad, so
+// the README gives a command that checks a value before it is deployed.
+func TestTemplateAcceptsThePoliciesTheREADMEShows(t *testing.T) {
+	tpl := expand(t)
+	p := tpl.Parameters["Policies"]
+	re := regexp.MustCompile(p.AllowedPattern)
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every one-line POLICIES='[...]' in the README.
+	examples := regexp.MustCompile(`POLICIES='(\[[^'\n]*\])'`).FindAllStringSubmatch(string(readme), -1)
+	if len(examples) < 2 {
+		t.Fatalf("README shows %d one-line POLICIES examples, want at least 2", len(examples))
+	}
+	for _, v := range append([]string{""}, func() (vs []string) {
+		for _, e := range examples {
+			vs = append(vs, e[1])
+		}
+		return vs
+	}()...) {
+		if !re.MatchString(v) {
+			t.Errorf("Policies pattern %s refuses %q", p.AllowedPattern, v)
+		}
+		if _, err := limiter.ConfigFromEnv(func(k string) string {
+			return map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db", "POLICIES": v}[k]
+		}); err != nil {
+			t.Errorf("README's POLICIES=%q is refused: %v", v, err)
+		}
+	}
+	for _, v := range []string{"ping:3/60s", "{}", `[{"name":"a"}]` + "\n"} {
+		if re.MatchString(v) {
+			t.Errorf("Policies pattern accepts %q, which is not one line of a JSON array", v)
 		}
 	}
 }
