@@ -16,15 +16,21 @@
 //
 // # One decision
 //
-// An attempt is one TransactWriteItems: add 1 to the counter on condition
-// that it is below the limit, and put the audit record. Both happen or
-// neither, so every allowed attempt has exactly one audit record and there
-// is none for an attempt that was not counted, whatever crashes in between.
-// What a transaction cannot do is return values: so an allowed attempt then
-// reads the count back (a strongly consistent GetItem), which may already
-// include attempts that raced in after it. When the condition fails, the key
-// is at its limit: the attempt is counted with one UpdateItem ADD that
-// returns the new count, and denied. So every decision is two requests.
+// An attempt is one TransactWriteItems: for each policy, add 1 to its
+// counter, on condition, for a policy that is not a shadow, that the count
+// is below what the policy allows (the limit; for a sliding policy, the
+// limit less the previous window's weighted count, read first: that window
+// no longer changes), and put the audit record. All happen or none, so every
+// allowed attempt has exactly one audit record and there is none for an
+// attempt that was not counted, whatever crashes in between. What a
+// transaction cannot do is return values: so an allowed attempt then reads
+// the counts back (strongly consistent GetItems), which may already include
+// attempts that raced in after it. When a condition fails, a policy is at
+// its limit: the attempt is counted with one UpdateItem ADD per policy that
+// returns the new count, and denied. So a decision is the transaction and
+// one request per policy, and one more per sliding policy. The denied path's updates are separate requests: a crash
+// among them can leave a denied attempt counted under some policies and not
+// others (never an allowed attempt, which the transaction covers).
 //
 // A transaction that conflicts with another on the same item, and a request
 // DynamoDB throttles, are tried again until BusyTimeout or the request's
