@@ -48,13 +48,15 @@ func NewRejectCache(s Store, max int) *RejectCache {
 	return &RejectCache{Store: s, max: max, denied: map[string]Outcome{}}
 }
 
-// signature names an attempt's checks: each policy's store key and window.
+// signature names an attempt's checks: each policy's store key and window
+// length. It leaves the windows out, so that a denial by a long policy is
+// remembered while a short policy beside it moves on to new windows.
 func signature(a Attempt) string {
 	var b strings.Builder
 	for _, c := range a.Checks {
 		b.WriteString(c.Policy.StoreKey(c.Key))
 		b.WriteByte(0)
-		b.WriteString(strconv.FormatInt(WindowStart(a.Now, c.Policy.Window).Unix(), 10))
+		b.WriteString(strconv.FormatInt(c.Policy.WindowSeconds(), 10))
 		b.WriteByte(0)
 	}
 	return b.String()
@@ -62,15 +64,28 @@ func signature(a Attempt) string {
 
 // Allow denies from memory an attempt like one already denied whose counts
 // still deny it, and otherwise asks the store, remembering a denial.
+//
+// The remembered counts carry over as far as they are known: a policy
+// still in the window it was denied in has the counts the store returned;
+// one that has moved to the next window has that count as its previous
+// window's and none in the new one (this process knows of none); one further
+// on, none at all. The attempt is denied from memory when those counts
+// still deny it under some policy; otherwise the store decides.
 func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 	sig := signature(a)
 	c.mu.Lock()
 	prev, ok := c.denied[sig]
 	c.mu.Unlock()
 	if ok {
-		cur, before := make([]int64, len(prev.Decisions)), make([]int64, len(prev.Decisions))
+		n := len(prev.Decisions)
+		cur, before := make([]int64, n), make([]int64, n)
 		for i, d := range prev.Decisions {
-			cur[i], before[i] = d.cur, d.prev
+			switch start := WindowStart(a.Now, a.Checks[i].Policy.Window); {
+			case start.Equal(d.WindowStart):
+				cur[i], before[i] = d.cur, d.prev
+			case start.Equal(d.Reset):
+				before[i] = d.cur
+			}
 		}
 		if o := Decide(a, cur, before); !o.Allowed {
 			for i := range o.Decisions {

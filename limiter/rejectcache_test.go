@@ -90,3 +90,41 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 		t.Errorf("after the sweep it remembers %d denials, want 1 (c's, in the new window)", c.Len())
 	}
 }
+
+// A denial by a minute's policy is remembered while a one-second policy
+// beside it moves through its windows: the store is asked again only when
+// the minute ends.
+func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
+	store := openStore(t)
+	c := limiter.NewRejectCache(store, 0)
+	minute := limiter.Policy{Name: "ping", Limit: 2, Window: time.Minute}
+	second := limiter.Policy{Name: "burst", Limit: 5, Window: time.Second, Namespace: "burst", Algorithm: limiter.Sliding}
+	ctx := context.Background()
+	try := func(at time.Duration) limiter.Outcome {
+		t.Helper()
+		a := limiter.Attempt{Checks: []limiter.Check{{minute, "k"}, {second, "k"}}, Now: t0.Add(at)}
+		o, err := c.Allow(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	for i := range 3 {
+		try(time.Duration(i) * 100 * time.Millisecond)
+	}
+	for s := 1; s < 60; s++ {
+		o := try(time.Duration(s) * time.Second)
+		if o.Allowed || !o.Decisions[0].FromMemory || o.Decisions[0].Allowed || !o.Decisions[1].Allowed {
+			t.Fatalf("at +%ds: %+v, want denied from memory by ping alone", s, o)
+		}
+		if o.RetryAfter() != time.Duration(60-s)*time.Second {
+			t.Fatalf("at +%ds: retry after %v, want %ds", s, o.RetryAfter(), 60-s)
+		}
+	}
+	if u, _ := store.Usage(ctx, minute, "k", t0); u.Count != 3 {
+		t.Errorf("stored count %d, want 3: the store saw the three attempts before the cache", u.Count)
+	}
+	if o := try(time.Minute); !o.Allowed || o.Decisions[0].FromMemory {
+		t.Errorf("next minute: %+v, want allowed by the store", o)
+	}
+}
