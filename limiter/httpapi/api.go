@@ -118,6 +118,9 @@ type request struct {
 	fromMemory bool             // a rejection made without the store (limiter.RejectCache)
 	outcome    *limiter.Outcome // every policy's decision, when the store answered
 	err        error            // the store's error, logged but never sent
+	// shadowSkipped names the shadow policies left out of the request
+	// because they could not find their key in it.
+	shadowSkipped []string
 }
 
 // ServeHTTP routes the request, answers errors with Problem Details, and
@@ -199,6 +202,9 @@ func (a *API) log(req *request, latency time.Duration) {
 		if len(shadow) > 0 {
 			attrs = append(attrs, slog.Any("shadow_rejected", shadow))
 		}
+	}
+	if len(req.shadowSkipped) > 0 {
+		attrs = append(attrs, slog.Any("shadow_skipped", req.shadowSkipped))
 	}
 	if req.caller.LambdaRequestID != "" {
 		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))

@@ -42,6 +42,12 @@ type degradedBody struct {
 	Degraded  bool   `json:"degraded"`
 }
 
+// uncountedBody is /ping's 200 when only shadow policies apply and none
+// could find its key in the request.
+type uncountedBody struct {
+	Counted bool `json:"counted"`
+}
+
 // policyBody is one policy's standing, in the "policies" member of /ping
 // and /status when more than one policy applies.
 type policyBody struct {
@@ -65,14 +71,28 @@ type pingBody struct {
 // ping counts the attempt under every policy that applies and answers 200,
 // or 429 if one that is not a shadow rejects it, with the rate limit
 // headers of all of them on both.
+//
+// A shadow policy must not change the answer: one that cannot find its key
+// in the request (a claim it lacks, a key that is not valid) is left out of
+// this request and named in the log line, where an enforced one would
+// answer 400 or 401. If every policy is left out, nothing counts the
+// request and nothing limits it: 200 with "counted": false.
 func (a *API) ping(req *request) error {
-	checks := make([]limiter.Check, len(a.pingRules))
-	for i, rule := range a.pingRules {
+	checks := make([]limiter.Check, 0, len(a.pingRules))
+	for _, rule := range a.pingRules {
 		key, err := clientKey(req.r, req.caller, rule.KeySource)
+		if err != nil && rule.Policy.Shadow {
+			req.shadowSkipped = append(req.shadowSkipped, rule.Policy.Name)
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		checks[i] = limiter.Check{Policy: rule.Policy, Key: key}
+		checks = append(checks, limiter.Check{Policy: rule.Policy, Key: key})
+	}
+	if len(checks) == 0 {
+		req.decision = "uncounted"
+		return req.ok(uncountedBody{})
 	}
 	req.key = checks[0].Key
 	route := "GET " + RoutePing
@@ -96,7 +116,13 @@ func (a *API) ping(req *request) error {
 	req.count, req.fromMemory = o.Decisions[0].Count, o.Decisions[0].FromMemory
 	for _, d := range o.Decisions {
 		if a.opts.Metrics != nil {
-			a.opts.Metrics.Decision(req.now, d.Policy.Name, route, decisionName(d), latency)
+			// A denial from memory took no store time: measuring it
+			// would pull the latency figures toward zero.
+			took := latency
+			if d.FromMemory {
+				took = metrics.NoLatency
+			}
+			a.opts.Metrics.Decision(req.now, d.Policy.Name, route, decisionName(d), took)
 		}
 	}
 	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)

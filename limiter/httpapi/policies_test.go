@@ -49,14 +49,23 @@ func wantHeader(t *testing.T, w *httptest.ResponseRecorder, name, want string) {
 	}
 }
 
-// deniedBy returns the names and retry_after of the policies a 429 names.
+// deniedBy returns the names and retry_after of the policies a 429 names
+// as having denied it.
 func deniedBy(t *testing.T, body map[string]any) map[string]float64 {
+	return namedIn(t, body, true)
+}
+
+// namedIn returns the names and retry_after of the policies in a 429's
+// "policies" whose "denied" is denied.
+func namedIn(t *testing.T, body map[string]any, denied bool) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
 	ps, _ := body["policies"].([]any)
 	for _, p := range ps {
 		m := p.(map[string]any)
-		out[m["name"].(string)] = m["retry_after"].(float64)
+		if m["denied"] == denied {
+			out[m["name"].(string)] = m["retry_after"].(float64)
+		}
 	}
 	return out
 }
@@ -98,6 +107,12 @@ func TestSeveralPoliciesOnOneRoute(t *testing.T) {
 		t.Errorf("3rd denied by %v, want burst only, retry_after 9 (3*(1-t/10) <= 1 at t = 6.67 s into the next window)", got)
 	}
 	wantHeader(t, w, "Retry-After", "42")
+	if got := namedIn(t, body, false); len(got) != 1 || got["ping"] != 42 {
+		t.Errorf("3rd: policies holding the next request back %v, want ping (42), not denied", got)
+	}
+	if d := body["detail"].(string); d != "Rate limit of 2 requests per 10s exceeded for key 'alice'. The limit of 3 requests per 60s for key 'alice' is used up too." {
+		t.Errorf("3rd: detail %q", d)
+	}
 
 	// 4th: ping denies too; Retry-After is the longer wait, and the body
 	// names both, not the shadow.
@@ -241,4 +256,35 @@ func TestStoreErrorsAreMeasured(t *testing.T) {
 			t.Errorf("%s: want one StoreErrors line for GET /ping, got %s", mode, emf.Bytes())
 		}
 	}
+}
+
+// A shadow policy that cannot find its key leaves the answer to the
+// enforced ones: rolling out a claim-keyed limit must not start 401s.
+func TestShadowWithoutItsKeyChangesNothing(t *testing.T) {
+	caller := func(*http.Request) httpapi.Caller { return httpapi.Caller{SourceIP: "203.0.113.7"} }
+	rules := rulesFrom(t, `[{"name":"ping","limit":3,"window":"60s","key":"source-ip"},
+		{"name":"tenant","limit":1,"window":"60s","key":"claim:sub","shadow":true},
+		{"name":"client","limit":1,"window":"60s","key":"header","shadow":true}]`)
+	f := newFixture(t, httpapi.Options{Rules: rules, Caller: caller})
+	w := f.do(t, "GET", "/ping", "X-Client-Key", strings.Repeat("k", 300))
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s: shadows that cannot find their keys must not answer 400 or 401", w.Code, w.Body)
+	}
+	wantHeader(t, w, "RateLimit-Policy", `"ping";q=3;w=60`)
+	if !strings.Contains(f.logs.String(), `"shadow_skipped":["tenant","client"]`) {
+		t.Errorf("log does not name the skipped shadows: %s", f.logs)
+	}
+
+	// The same shadows with nothing enforced: the request passes uncounted.
+	f = newFixture(t, httpapi.Options{Rules: rules[1:], Caller: caller})
+	w = f.do(t, "GET", "/ping", "X-Client-Key", "bad\x01key")
+	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != `{"counted":false}` || w.Header().Get("RateLimit") != "" {
+		t.Errorf("only skipped shadows: %d %v %s, want 200 {\"counted\":false} without headers", w.Code, w.Header(), w.Body)
+	}
+
+	// An enforced policy without its key still answers as before.
+	rules[0].Policy.Shadow = false
+	rules[1].Policy.Shadow = false
+	f = newFixture(t, httpapi.Options{Rules: rules, Caller: caller})
+	wantProblem(t, f.do(t, "GET", "/ping"), http.StatusUnauthorized, httpapi.TypeUnauthenticated, "/ping")
 }
