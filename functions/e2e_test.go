@@ -451,7 +451,7 @@ func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
 		"instance": "/ping",
 		// The policies that rejected the request, by name.
 		"policies": []any{map[string]any{"name": "ping", "limit": float64(3), "window_seconds": float64(2592000),
-			"algorithm": "fixed", "retry_after": float64(retryAfter)}},
+			"algorithm": "fixed", "retry_after": float64(retryAfter), "denied": true}},
 	}
 	if b := jsonBody(t, resp); !reflect.DeepEqual(b, want) {
 		t.Errorf("429 body = %v\nwant %v", b, want)

@@ -53,27 +53,39 @@ type deniedPolicy struct {
 	WindowSeconds int64  `json:"window_seconds"`
 	Algorithm     string `json:"algorithm"`
 	RetryAfter    int64  `json:"retry_after"`
+	// Denied is false for a policy that allowed this request but has
+	// nothing left, and so holds the next one back as long.
+	Denied bool `json:"denied"`
 }
 
 // rateLimited is the 429 answer to a denied outcome: the design note's
-// message for each policy that rejected the request, those policies by
-// name, and Retry-After the longest of their waits.
+// message for each policy that rejected the request, and in "policies"
+// those policies and the enforced ones that allowed it with nothing left,
+// each with its wait. Retry-After is the longest of those waits: the
+// moment the next attempt passes every policy.
 func rateLimited(o limiter.Outcome) *Problem {
-	var details []string
+	var details, usedUp []string // denials first
 	var policies []deniedPolicy
-	for _, d := range o.Denied() {
+	for _, d := range o.Decisions {
+		if d.Policy.Shadow || d.Allowed && d.Remaining > 0 {
+			continue
+		}
 		requests := " requests"
 		if d.Policy.Limit == 1 {
 			requests = " request"
 		}
-		details = append(details, "Rate limit of "+strconv.FormatInt(d.Policy.Limit, 10)+requests+" per "+
-			strconv.FormatInt(d.Policy.WindowSeconds(), 10)+"s exceeded for key '"+d.Key+"'.")
+		limit := strconv.FormatInt(d.Policy.Limit, 10) + requests + " per " + strconv.FormatInt(d.Policy.WindowSeconds(), 10) + "s"
+		if d.Allowed {
+			usedUp = append(usedUp, "The limit of "+limit+" for key '"+d.Key+"' is used up too.")
+		} else {
+			details = append(details, "Rate limit of "+limit+" exceeded for key '"+d.Key+"'.")
+		}
 		policies = append(policies, deniedPolicy{
 			Name: d.Policy.Name, Limit: d.Policy.Limit, WindowSeconds: d.Policy.WindowSeconds(),
-			Algorithm: algorithm(d.Policy), RetryAfter: int64(d.RetryAfter() / time.Second),
+			Algorithm: algorithm(d.Policy), RetryAfter: int64(d.RetryAfter() / time.Second), Denied: !d.Allowed,
 		})
 	}
-	p := problem(http.StatusTooManyRequests, TypeRateLimited, strings.Join(details, " "))
+	p := problem(http.StatusTooManyRequests, TypeRateLimited, strings.Join(append(details, usedUp...), " "))
 	p.Policies = policies
 	// At least a second, even if a store denied without saying which
 	// policy did: "0" would invite an immediate retry.
