@@ -8,7 +8,8 @@
 //     request, Decision being allowed, rejected or shadow_rejected (a shadow
 //     policy that would have rejected).
 //   - DecisionLatency (Milliseconds), by the same dimensions: how long the
-//     store took to decide the request.
+//     store took to decide the request (not written for denials a
+//     RejectCache made from memory).
 //   - StoreErrors (Count), by Route and with no dimension at all (so one
 //     alarm covers every route): requests the store failed to decide, which
 //     the fail mode answered.
@@ -64,20 +65,30 @@ type metadata struct {
 	CloudWatchMetrics []directive `json:"CloudWatchMetrics"`
 }
 
-// Decision records one policy's decision of one request.
+// NoLatency, as a Decision's latency, records the request without a
+// DecisionLatency: for decisions the store did not make.
+const NoLatency time.Duration = -1
+
+// Decision records one policy's decision of one request, and how long the
+// store took to decide it (unless latency is NoLatency).
 func (e *EMF) Decision(at time.Time, policy, route, decision string, latency time.Duration) {
-	e.write(map[string]any{
-		"_aws": metadata{Timestamp: at.UnixMilli(), CloudWatchMetrics: []directive{{
-			Namespace:  e.Namespace,
-			Dimensions: [][]string{{"Policy", "Route", "Decision"}},
-			Metrics:    []metricDef{{"Requests", "Count"}, {"DecisionLatency", "Milliseconds"}},
-		}}},
-		"Policy":          policy,
-		"Route":           route,
-		"Decision":        decision,
-		"Requests":        1,
-		"DecisionLatency": float64(latency.Microseconds()) / 1000,
-	})
+	defs := []metricDef{{"Requests", "Count"}}
+	line := map[string]any{
+		"Policy":   policy,
+		"Route":    route,
+		"Decision": decision,
+		"Requests": 1,
+	}
+	if latency != NoLatency {
+		defs = append(defs, metricDef{"DecisionLatency", "Milliseconds"})
+		line["DecisionLatency"] = float64(latency.Microseconds()) / 1000
+	}
+	line["_aws"] = metadata{Timestamp: at.UnixMilli(), CloudWatchMetrics: []directive{{
+		Namespace:  e.Namespace,
+		Dimensions: [][]string{{"Policy", "Route", "Decision"}},
+		Metrics:    defs,
+	}}}
+	e.write(line)
 }
 
 // StoreError records a request the store failed to decide.

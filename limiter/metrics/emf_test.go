@@ -133,3 +133,18 @@ func TestValidateRejectsWhatCloudWatchWouldIgnore(t *testing.T) {
 		}
 	}
 }
+
+// A decision the store did not make (a RejectCache denial) is counted but
+// has no latency to pull the figures toward zero.
+func TestDecisionWithoutLatency(t *testing.T) {
+	var b bytes.Buffer
+	metrics.New(&b, "").Decision(at, "ping", "GET /ping", metrics.Rejected, metrics.NoLatency)
+	m := lines(t, &b)[0]
+	if _, ok := m["DecisionLatency"]; ok || m["Requests"] != 1.0 {
+		t.Errorf("line %v, want Requests and no DecisionLatency", m)
+	}
+	names, _ := json.Marshal(m["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)["Metrics"])
+	if string(names) != `[{"Name":"Requests","Unit":"Count"}]` {
+		t.Errorf("Metrics = %s, want Requests alone", names)
+	}
+}
