@@ -97,7 +97,9 @@ func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
 	if len(dash.Widgets) < 4 {
 		t.Fatalf("%d widgets, want requests, rejections, latency and store errors", len(dash.Widgets))
 	}
-	search := regexp.MustCompile(`^SEARCH\('\{([^}]*)\} MetricName="(\w+)"( .*)?', '(\w+)', 60\)$`)
+	// The namespace is quoted: a stack name may hold characters a bare
+	// schema name may not.
+	search := regexp.MustCompile(`^SEARCH\('\{"([^"]*)",([^}]*)\} MetricName="(\w+)"( .*)?', '(\w+)', 60\)$`)
 	var graphed []string
 	for _, w := range dash.Widgets {
 		p := w.Properties
@@ -111,12 +113,11 @@ func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
 					t.Errorf("%q: %s is not a SEARCH of one metric", p.Title, expr)
 					continue
 				}
-				schema := strings.Split(s[1], ",")
-				dims := slices.Sorted(slices.Values(schema[1:]))
-				if schema[0] != namespace || !slices.ContainsFunc(decDims, func(d []string) bool { return slices.Equal(d, dims) }) || !slices.Contains(decNames, s[2]) {
-					t.Errorf("%q searches {%s} %s; the functions write %s %v in %v", p.Title, s[1], s[2], namespace, decNames, decDims)
+				dims := slices.Sorted(slices.Values(strings.Split(s[2], ",")))
+				if s[1] != namespace || !slices.ContainsFunc(decDims, func(d []string) bool { return slices.Equal(d, dims) }) || !slices.Contains(decNames, s[3]) {
+					t.Errorf("%q searches {%s,%s} %s; the functions write %s %v in %v", p.Title, s[1], s[2], s[3], namespace, decNames, decDims)
 				}
-				graphed = append(graphed, s[2]+" "+s[3])
+				graphed = append(graphed, s[3]+" "+s[4])
 				continue
 			}
 			// A plain metric: namespace, name, then dimension pairs.
