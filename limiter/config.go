@@ -1,10 +1,12 @@
 package limiter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,19 +138,35 @@ type ruleJSON struct {
 // counters, under the client key exactly; the others' are namespaced by
 // their names.
 func parseRules(v string, defaultKey KeySource) ([]Rule, error) {
-	dec := json.NewDecoder(strings.NewReader(v))
-	dec.DisallowUnknownFields()
-	var in []ruleJSON
-	if err := dec.Decode(&in); err != nil {
-		return nil, fmt.Errorf("not a JSON array of policies: %v", err)
+	var elems []json.RawMessage
+	if err := json.Unmarshal([]byte(v), &elems); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return nil, fmt.Errorf("found %s; POLICIES is a JSON array of policies, [{...}, ...]", typ.Value)
+		}
+		return nil, fmt.Errorf("not a JSON array of policies: %v", jsonProblem(err))
 	}
-	if len(in) == 0 {
+	if len(elems) == 0 {
 		return nil, errors.New("no policies")
 	}
 	var errs []error
 	seen := map[string]bool{}
-	rules := make([]Rule, len(in))
-	for i, r := range in {
+	rules := make([]Rule, len(elems))
+	for i, elem := range elems {
+		var r ruleJSON
+		dec := json.NewDecoder(bytes.NewReader(elem))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			errs = append(errs, fmt.Errorf("policy %d: %v", i+1, jsonProblem(err)))
+			continue
+		}
+		if r.Window == "" {
+			errs = append(errs, fmt.Errorf("policy %q: window is required, e.g. \"60s\" or \"1d\"", r.Name))
+			r.Window = "1s" // reported; check the rest
+		}
+		if r.Routes != nil && len(r.Routes) == 0 {
+			errs = append(errs, fmt.Errorf("policy %q: routes is empty; leave it out for [\"/ping\"]", r.Name))
+		}
 		p := Policy{Name: r.Name, Limit: r.Limit, Algorithm: r.Algorithm, Shadow: r.Shadow}
 		if p.Name != PingPolicyName {
 			p.Namespace = p.Name
@@ -190,6 +208,30 @@ func parseRules(v string, defaultKey KeySource) ([]Rule, error) {
 		rules[i] = Rule{Policy: p, KeySource: ks, Routes: routes}
 	}
 	return rules, errors.Join(errs...)
+}
+
+// jsonProblem says what is wrong with a POLICIES value in its terms, not
+// the decoder's Go types.
+func jsonProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &typ) && typ.Field != "":
+		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Int64: "a whole number",
+			reflect.Bool: "true or false", reflect.Slice: "an array"}[typ.Type.Kind()]
+		if want == "" {
+			want = "a " + typ.Type.Kind().String()
+		}
+		return fmt.Sprintf("%q must be %s, not %s", typ.Field, want, typ.Value)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("found %s where a policy object belongs", typ.Value)
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown member " + f + "; members are name, limit, window, algorithm, key, routes, shadow"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // parseSpan reads a Go duration ("60s") or whole days ("30d").

@@ -193,3 +193,31 @@ func TestConfigMetrics(t *testing.T) {
 		}
 	}
 }
+
+// POLICIES problems are told in the terms of the JSON a person wrote, every
+// one of them at once.
+func TestConfigPoliciesProblemsInTheirTerms(t *testing.T) {
+	for v, want := range map[string][]string{
+		`[{"name":"a","limit":1,"window":"1s"}] junk`: {"invalid JSON at byte 40"},
+		`{"name":"ping"}`: {"found object; POLICIES is a JSON array"},
+		`[{"name":"a","limit":"3","window":"1s"},{"name":"b","limit":3},{"name":"c","limit":1,"window":"1s","routes":[]},` +
+			`{"name":"d","limit":1,"window":"1s","burst":2},[1],{"name":"e","limit":1.5,"window":"1s"}]`: {
+			`policy 1: "limit" must be a whole number, not string`,
+			`policy "b": window is required`,
+			`policy "c": routes is empty`,
+			`policy 4: unknown member "burst"`,
+			`policy 5: found array where a policy object belongs`,
+			`policy 6: "limit" must be a whole number, not number 1.5`,
+		},
+	} {
+		_, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": v}))
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("POLICIES=%s: error does not say %q: %v", v, w, err)
+			}
+		}
+		if err != nil && (strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "ruleJSON")) {
+			t.Errorf("POLICIES=%s: error speaks of Go types: %v", v, err)
+		}
+	}
+}

@@ -41,17 +41,16 @@ import (
 const requestTimeout = 10 * time.Second
 
 func main() {
-	check := flag.Bool("check", false, "check the configuration, print its policies and exit")
+	check := flag.Bool("check", false, "check the configuration as the functions read it, print its policies and exit")
 	flag.Parse()
+	if *check {
+		os.Exit(checkConfig(os.Stdout, os.Stderr, os.Getenv))
+	}
 	cfg, err := limiter.LocalConfigFromEnv(os.Getenv)
 	if err != nil {
 		// For a person at a terminal: plain text, one problem a line.
 		fmt.Fprintln(os.Stderr, "local-api:", err)
 		os.Exit(2)
-	}
-	if *check {
-		printPolicies(os.Stdout, cfg.Rules)
-		return
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	if err := run(log, cfg); err != nil {
@@ -60,19 +59,45 @@ func main() {
 	}
 }
 
-// printPolicies lists rules one a line, as a person checking them reads them.
-func printPolicies(w io.Writer, rules []limiter.Rule) {
-	for _, r := range rules {
-		p := r.Policy
-		algorithm, shadow := limiter.Fixed, ""
-		if p.IsSliding() {
-			algorithm = limiter.Sliding
+// checkConfig reads the configuration as the Lambda functions do (with the
+// DB_PATH and TABLE_NAME the template gives them, if unset), prints its
+// policies to out and returns 0, or prints every problem to errOut and
+// returns 2.
+func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
+	cfg, err := limiter.ConfigFromEnv(func(k string) string {
+		v := getenv(k)
+		if v == "" && k == "DB_PATH" {
+			return "/mnt/efs/ratelimit.db"
 		}
-		if p.Shadow {
-			shadow = " shadow"
+		if v == "" && k == "TABLE_NAME" {
+			return "ratelimit"
 		}
-		fmt.Fprintf(w, "%s: %d per %v, %s window, key %s, routes %v%s\n", p.Name, p.Limit, p.Window, algorithm, r.KeySource, r.Routes, shadow)
+		return v
+	})
+	if err != nil {
+		fmt.Fprintln(errOut, "local-api:", err)
+		return 2
 	}
+	for _, r := range cfg.Rules {
+		fmt.Fprintln(out, describe(r))
+	}
+	if getenv("POLICIES") != "" && (getenv("RATE_LIMIT") != "" || getenv("WINDOW_SECONDS") != "") {
+		fmt.Fprintln(out, "(POLICIES replaces RATE_LIMIT and WINDOW_SECONDS, which are ignored)")
+	}
+	return 0
+}
+
+// describe says what a rule limits, as a person checking it reads it.
+func describe(r limiter.Rule) string {
+	p := r.Policy
+	algorithm, shadow := limiter.Fixed, ""
+	if p.IsSliding() {
+		algorithm = limiter.Sliding
+	}
+	if p.Shadow {
+		shadow = " shadow"
+	}
+	return fmt.Sprintf("%s: %d per %v, %s window, key %s, routes %v%s", p.Name, p.Limit, p.Window, algorithm, r.KeySource, r.Routes, shadow)
 }
 
 func run(log *slog.Logger, cfg limiter.Config) error {
@@ -143,8 +168,11 @@ func run(log *slog.Logger, cfg limiter.Config) error {
 	if cfg.Store.Kind == limiter.StoreDynamoDB {
 		where = []any{"store", cfg.Store.Kind, "table", cfg.Store.Table, "endpoint", cfg.Store.Endpoint}
 	}
-	log.Info("listening", append([]any{"addr", "http://" + addr, "limit", cfg.Limit,
-		"window_seconds", int64(cfg.Window / time.Second)}, where...)...)
+	policies := make([]string, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		policies[i] = describe(r)
+	}
+	log.Info("listening", append([]any{"addr", "http://" + addr, "policies", policies}, where...)...)
 	select {
 	case err := <-errc:
 		return err
