@@ -5,6 +5,10 @@
 //
 //	go run ./cmd/fsops            # needs strace (Debian package strace)
 //	go run ./cmd/fsops -n 500 -modes DELETE,TRUNCATE,PERSIST,WAL
+//	go run ./cmd/fsops -modes DELETE -policies '[{"name":"ping",...},...]'
+//
+// -policies decides each request under those policies (POLICIES syntax)
+// instead of the one /ping policy, to see what each further policy costs.
 //
 // For each mode it runs itself twice under `strace -f`: once making n
 // decisions through the /ping handler after a warm-up decision, once making
@@ -41,6 +45,8 @@ func main() {
 	modes := flag.String("modes", "DELETE,TRUNCATE,PERSIST,WAL", "journal modes to compare")
 	child := flag.String("child", "", "internal: run decisions on this database")
 	mode := flag.String("mode", "DELETE", "internal: journal mode")
+	flag.IntVar(&keys, "keys", 8, "distinct client keys the decisions cycle through")
+	flag.StringVar(&policies, "policies", "", "POLICIES to decide each request under (default: the one /ping policy, never denying)")
 	flag.Parse()
 	if *child != "" {
 		if err := decide(*child, *mode, *n); err != nil {
@@ -55,6 +61,13 @@ func main() {
 	}
 }
 
+// policies and keys are the -policies and -keys flags, handed to the
+// child runs.
+var (
+	policies string
+	keys     int
+)
+
 // decide makes one warm-up decision and then n more through the /ping
 // handler, as one Lambda execution environment would.
 func decide(path, mode string, n int) error {
@@ -63,15 +76,25 @@ func decide(path, mode string, n int) error {
 		return err
 	}
 	defer store.Close()
-	api := httpapi.New(httpapi.Options{
+	opts := httpapi.Options{
 		Store:     store,
 		Policy:    limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute},
 		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
-	})
+	}
+	if policies != "" {
+		cfg, err := limiter.LocalConfigFromEnv(func(k string) string {
+			return map[string]string{"POLICIES": policies, "DB_PATH": path}[k]
+		})
+		if err != nil {
+			return err
+		}
+		opts.Rules = cfg.Rules
+	}
+	api := httpapi.New(opts)
 	for i := range n + 1 {
 		r := httptest.NewRequest(http.MethodGet, "/ping", nil)
-		r.Header.Set("X-Client-Key", fmt.Sprintf("client-%d", i%8))
+		r.Header.Set("X-Client-Key", fmt.Sprintf("client-%d", i%keys))
 		w := httptest.NewRecorder()
 		api.ServeHTTP(w, r)
 		if w.Code != http.StatusOK {
@@ -131,7 +154,7 @@ func trace(dir, mode string, n int) (map[string]int, error) {
 	db := filepath.Join(dir, "ratelimit.db")
 	cmd := exec.Command("strace", "-f", "-y", "-o", out,
 		"-e", "trace=open,openat,creat,close,read,pread64,write,pwrite64,fsync,fdatasync,fcntl,newfstatat,fstat,stat,lstat,statx,access,faccessat,faccessat2,ftruncate,unlink,unlinkat",
-		self, "-child", db, "-mode", mode, "-n", strconv.Itoa(n))
+		self, "-child", db, "-mode", mode, "-n", strconv.Itoa(n), "-policies", policies, "-keys", strconv.Itoa(keys))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("strace: %w", err)
@@ -187,6 +210,9 @@ func compare(modes []string, n int) error {
 		fmt.Fprintf(tw, "%s\t%.2f\t\n", strings.Join(row, "\t"), total)
 	}
 	tw.Flush()
-	fmt.Printf("\nfile-system calls per /ping decision through the handler, n=%d (strace -f -y; calls on the database directory only)\n", n)
+	fmt.Printf("\nfile-system calls per /ping decision through the handler, n=%d, %d keys (strace -f -y; calls on the database directory only)\n", n, keys)
+	if policies != "" {
+		fmt.Printf("policies: %s\n", policies)
+	}
 	return nil
 }

@@ -205,3 +205,43 @@ SELECT printf('k%06d', i), '2026-01-01T00:00:00Z', '2026-01-01T00:00:00.000Z', '
 		})
 	}
 }
+
+// threePolicies are a per-key limit, a sliding burst limit and a daily
+// quota, none denying: each decision writes three counters and an audit row.
+var threePolicies = []limiter.Policy{
+	benchPolicy,
+	{Name: "burst", Limit: 1 << 40, Window: time.Second, Namespace: "burst", Algorithm: limiter.Sliding},
+	{Name: "daily", Limit: 1 << 40, Window: 24 * time.Hour, Namespace: "daily"},
+}
+
+// BenchmarkDecisionPolicies is Store.Allow with one policy and with three,
+// cycling over 1,000 keys whose counters exist (one pass is made first), so
+// each policy's counter lives on its own pages as it would in a busy table.
+func BenchmarkDecisionPolicies(b *testing.B) {
+	for _, n := range []int{1, 3} {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			s := benchStore(b, "DELETE")
+			ctx := context.Background()
+			now := t0.Add(30*time.Second + 500*time.Millisecond)
+			attempt := func(i int) limiter.Attempt {
+				key := fmt.Sprintf("client-%04d", i%1000)
+				checks := make([]limiter.Check, n)
+				for j := range n {
+					checks[j] = limiter.Check{Policy: threePolicies[j], Key: key}
+				}
+				return limiter.Attempt{Checks: checks, Now: now, Route: "GET /ping", RequestID: "r"}
+			}
+			for i := range 1000 {
+				if _, err := s.Allow(ctx, attempt(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := s.Allow(ctx, attempt(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
