@@ -373,13 +373,8 @@ func (s *Store) do(ctx context.Context, op string, fn func(context.Context) erro
 		if !retryable(err) {
 			return fmt.Errorf("%w: dynamodb: %s %s: %w", limiter.ErrUnavailable, op, s.cfg.Table, err)
 		}
-		pause := time.Duration(5+rand.IntN(45)) * time.Millisecond
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if limiter.Sleep(ctx, time.Duration(5+rand.IntN(45))*time.Millisecond) != nil {
 			return fmt.Errorf("%w: dynamodb: %s %s: gave up after %d tries: %w", limiter.ErrUnavailable, op, s.cfg.Table, try+1, err)
-		case <-t.C:
 		}
 	}
 }

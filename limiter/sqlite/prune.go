@@ -97,14 +97,7 @@ func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) 
 // own transactions, find it free: a prune holds the lock at most half the
 // time, and no decision waits for more than about one batch.
 func yield(ctx context.Context, batch time.Duration) error {
-	t := time.NewTimer(batch)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return limiter.Sleep(ctx, batch)
 }
 
 func (s *Store) pruneAudit(ctx context.Context, before time.Time) (int64, error) {

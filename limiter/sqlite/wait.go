@@ -12,6 +12,8 @@ import (
 	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/ft251/ratelimit/limiter"
 )
 
 // Waiting for the lock.
@@ -225,12 +227,8 @@ func (s *Store) waitTurn(ctx context.Context, p *probe, start time.Time) error {
 		if waited+pause > s.cfg.BusyTimeout {
 			return errLockTimeout
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := limiter.Sleep(ctx, pause); err != nil {
+			return err
 		}
 		if p == nil || !p.writerActive() {
 			s.wait.retries.Add(1)
@@ -243,18 +241,7 @@ func (s *Store) waitTurn(ctx context.Context, p *probe, start time.Time) error {
 // giveWay pauses before a transaction while this process is giving way to
 // waiters, and reports ctx's error if it ends first.
 func (s *Store) giveWay(ctx context.Context) error {
-	d := time.Until(time.Unix(0, s.wait.courtesy.Load()))
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return limiter.Sleep(ctx, time.Until(time.Unix(0, s.wait.courtesy.Load())))
 }
 
 // write runs fn in an immediate transaction on one connection and commits,

@@ -1,0 +1,23 @@
+package limiter
+
+import (
+	"context"
+	"time"
+)
+
+// Sleep pauses for d, or until ctx is done, whichever comes first, and
+// returns ctx's error in the second case. The stores wait this way between
+// tries, so that a request's deadline always ends a wait.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
