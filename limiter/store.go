@@ -94,17 +94,28 @@ func (o Outcome) Denied() []Decision {
 	return out
 }
 
-// RetryAfter is how long a rejected client should wait for its next
-// attempt to pass every policy: the longest wait among the policies that
-// rejected this one and the enforced policies that allowed it with nothing
-// left, which would reject the next. Waiting only for the policies that
-// rejected would send the client back into another 429.
-func (o Outcome) RetryAfter() time.Duration {
-	var longest time.Duration
+// HoldingBack are the decisions of the policies that stand between the
+// client and its next attempt: those that rejected this one, and the
+// enforced ones that allowed it with nothing left, which would reject the
+// next.
+func (o Outcome) HoldingBack() []Decision {
+	var out []Decision
 	for _, d := range o.Decisions {
 		if !d.Policy.Shadow && (!d.Allowed || d.Remaining == 0) {
-			longest = max(longest, d.RetryAfter())
+			out = append(out, d)
 		}
+	}
+	return out
+}
+
+// RetryAfter is how long a rejected client should wait for its next
+// attempt to pass every policy: the longest wait among HoldingBack.
+// Waiting only for the policies that rejected would send the client back
+// into another 429.
+func (o Outcome) RetryAfter() time.Duration {
+	var longest time.Duration
+	for _, d := range o.HoldingBack() {
+		longest = max(longest, d.RetryAfter())
 	}
 	return longest
 }

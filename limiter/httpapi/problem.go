@@ -66,10 +66,7 @@ type deniedPolicy struct {
 func rateLimited(o limiter.Outcome) *Problem {
 	var details, usedUp []string // denials first
 	var policies []deniedPolicy
-	for _, d := range o.Decisions {
-		if d.Policy.Shadow || d.Allowed && d.Remaining > 0 {
-			continue
-		}
+	for _, d := range o.HoldingBack() {
 		requests := " requests"
 		if d.Policy.Limit == 1 {
 			requests = " request"
