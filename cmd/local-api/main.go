@@ -32,7 +32,6 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/metrics"
 	"github.com/ft251/ratelimit/limiter/stores"
 )
 
@@ -119,21 +118,10 @@ func run(log *slog.Logger, cfg limiter.Config) error {
 		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
 	}
 
-	var decider limiter.Store = store
-	if cfg.RejectCache {
-		decider = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)
-	}
-	var emf *metrics.EMF
-	if cfg.Metrics { // METRICS=emf: the lines the functions write, on stdout
-		emf = metrics.New(os.Stdout, cfg.MetricsNamespace)
-	}
-	api := httpapi.New(httpapi.Options{
-		Store:    decider,
-		Rules:    cfg.Rules,
-		FailMode: cfg.FailMode,
-		Logger:   log,
-		Metrics:  emf,
-	})
+	// METRICS=emf prints the lines the functions write among the logs.
+	opts := httpapi.Configured(cfg, store, os.Stdout)
+	opts.Logger = log
+	api := httpapi.New(opts)
 	srv := &http.Server{
 		Addr: addr,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,7 +11,6 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/metrics"
 	"github.com/ft251/ratelimit/limiter/stores"
 )
 
@@ -28,25 +27,8 @@ func main() {
 	if err != nil {
 		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
 	}
-	// With REJECT_CACHE=on, keys denied in this window are denied again from
-	// memory, without a round trip to EFS.
-	var decider limiter.Store = store
-	if cfg.RejectCache {
-		decider = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)
-	}
 	// Metrics go to stdout as EMF lines, which CloudWatch Logs ingests.
-	var emf *metrics.EMF
-	if cfg.Metrics {
-		emf = metrics.New(os.Stdout, cfg.MetricsNamespace)
-	}
-	api := httpapi.New(httpapi.Options{
-		Store:    decider,
-		Rules:    cfg.Rules,
-		FailMode: cfg.FailMode,
-		Routes:   []string{httpapi.RoutePing},
-		Caller:   awslambda.Caller,
-		Logger:   log,
-		Metrics:  emf,
-	})
-	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
+	opts := httpapi.Configured(cfg, store, os.Stdout)
+	opts.Routes, opts.Caller, opts.Logger = []string{httpapi.RoutePing}, awslambda.Caller, log
+	lambda.StartWithOptions(awslambda.HTTP(httpapi.New(opts)), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }
