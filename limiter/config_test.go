@@ -20,10 +20,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := limiter.Config{
-		Limit: 3, Window: time.Minute,
-		KeySource: limiter.KeySource{Kind: "header"},
-		FailMode:  limiter.FailClosed,
-		Store:     limiter.StoreConfig{Kind: "sqlite", Path: "/mnt/efs/ratelimit.db", JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
+		FailMode: limiter.FailClosed,
+		Store:    limiter.StoreConfig{Kind: "sqlite", Path: "/mnt/efs/ratelimit.db", JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
 		Rules: []limiter.Rule{{
 			Policy:    limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute},
 			KeySource: limiter.KeySource{Kind: "header"},
@@ -33,9 +31,6 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults = %+v\nwant %+v", c, want)
-	}
-	if p := c.PingPolicy(); p.Name != "ping" || p.Limit != 3 || p.Window != time.Minute || p.Namespace != "" {
-		t.Errorf("ping policy = %+v", p)
 	}
 }
 
@@ -48,12 +43,12 @@ func TestConfigReadsEverySetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Limit != 100 || c.Window != time.Hour || c.KeySource != (limiter.KeySource{Kind: "claim", Claim: "sub"}) ||
-		c.FailMode != limiter.FailOpen || c.AuditRetention != 30*24*time.Hour ||
+	if p := c.Rules[0].Policy; p.Limit != 100 || p.Window != time.Hour || c.Rules[0].KeySource != (limiter.KeySource{Kind: "claim", Claim: "sub"}) ||
+		c.FailMode != limiter.FailOpen || c.Store.AuditRetention != 30*24*time.Hour ||
 		c.Store.BusyTimeout != 1500*time.Millisecond || c.Store.JournalMode != "TRUNCATE" {
 		t.Errorf("config = %+v", c)
 	}
-	if c, _ := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "AUDIT_RETENTION": "720h", "CLIENT_KEY_SOURCE": "source-ip"})); c.AuditRetention != 720*time.Hour || c.KeySource.Kind != "source-ip" {
+	if c, _ := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "AUDIT_RETENTION": "720h", "CLIENT_KEY_SOURCE": "source-ip"})); c.Store.AuditRetention != 720*time.Hour || c.Rules[0].KeySource.Kind != "source-ip" {
 		t.Errorf("config = %+v", c)
 	}
 }
@@ -78,22 +73,6 @@ func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 	}
 	if !strings.Contains(msg, "WAL is unsafe on EFS") {
 		t.Errorf("WAL rejection does not say why:\n%s", msg)
-	}
-}
-
-func TestLocalConfigDefaultsThePathAndAllowsWAL(t *testing.T) {
-	c, err := limiter.LocalConfigFromEnv(env(map[string]string{"JOURNAL_MODE": "wal"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Store.Path != "./data/ratelimit.db" || c.Store.JournalMode != "WAL" || c.Addr != "127.0.0.1:3000" || c.PruneInterval != time.Minute {
-		t.Errorf("local config = %+v", c)
-	}
-	_, err = limiter.LocalConfigFromEnv(env(map[string]string{"RATE_LIMIT": "abc", "ADDR": "bogus", "PRUNE_INTERVAL": "1ns"}))
-	for _, name := range []string{"RATE_LIMIT", "ADDR", "PRUNE_INTERVAL"} {
-		if err == nil || !strings.Contains(err.Error(), name+":") {
-			t.Errorf("local config error does not mention %s: %v", name, err)
-		}
 	}
 }
 
@@ -169,13 +148,6 @@ func TestConfigMetrics(t *testing.T) {
 	c, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "METRICS_NAMESPACE": "RateLimit/prod-stack"}))
 	if err != nil || !c.Metrics || c.MetricsNamespace != "RateLimit/prod-stack" {
 		t.Errorf("functions: metrics %v in %q (%v), want EMF on by default in the given namespace", c.Metrics, c.MetricsNamespace, err)
-	}
-	c, err = limiter.LocalConfigFromEnv(env(nil))
-	if err != nil || c.Metrics {
-		t.Errorf("local server: metrics %v (%v), want off by default: its stdout is for people", c.Metrics, err)
-	}
-	if c, _ := limiter.LocalConfigFromEnv(env(map[string]string{"METRICS": "emf"})); !c.Metrics {
-		t.Error("METRICS=emf did not turn metrics on locally")
 	}
 	if c, _ := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "METRICS": "off"})); c.Metrics {
 		t.Error("METRICS=off left metrics on")

@@ -6,17 +6,29 @@ import (
 	"time"
 )
 
-// Algorithms a policy can count with.
+// Algorithm is how a policy counts.
+type Algorithm string
+
+// Algorithms a policy can count with. The zero value counts as Fixed.
 const (
 	// Fixed counts attempts in fixed windows: up to Limit per window, and
 	// so up to twice that across a window edge.
-	Fixed = "fixed"
+	Fixed Algorithm = "fixed"
 	// Sliding weighs the previous fixed window's count by how much of it a
 	// window ending now would still cover, and adds the current window's:
 	// count = previous * (1 - elapsed/window) + current. It smooths the
 	// edge, from the same rows the fixed window keeps.
-	Sliding = "sliding"
+	Sliding Algorithm = "sliding"
 )
+
+// String is the algorithm's name as headers, bodies and logs write it:
+// "fixed" for the zero value too.
+func (a Algorithm) String() string {
+	if a == "" {
+		return string(Fixed)
+	}
+	return string(a)
+}
 
 // Policy is one rate limit: at most Limit attempts per key per Window.
 type Policy struct {
@@ -34,7 +46,7 @@ type Policy struct {
 	// client key can collide with a namespaced one.
 	Namespace string
 	// Algorithm is Fixed (the default, also when empty) or Sliding.
-	Algorithm string
+	Algorithm Algorithm
 	// Shadow policies count and report, but never reject: for rolling a new
 	// limit out. Their would-be rejections are logged and measured.
 	Shadow bool
@@ -59,7 +71,7 @@ func (p Policy) Validate() error {
 		errs = append(errs, fmt.Errorf("policy %q: window %v is not a whole number of seconds between 1s and %v", p.Name, p.Window, MaxWindow))
 	}
 	if p.Algorithm != "" && p.Algorithm != Fixed && p.Algorithm != Sliding {
-		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed or sliding", p.Name, p.Algorithm))
+		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed or sliding", p.Name, string(p.Algorithm)))
 	}
 	for _, r := range p.Name {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {

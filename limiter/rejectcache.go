@@ -29,7 +29,7 @@ const DefaultRejectCacheSize = 10000
 // Close go straight to the wrapped store.
 type RejectCache struct {
 	Store
-	max int
+	size int
 
 	mu     sync.Mutex
 	denied map[string]Outcome // by the attempt's keys and windows
@@ -38,14 +38,14 @@ type RejectCache struct {
 
 var _ Store = (*RejectCache)(nil)
 
-// NewRejectCache wraps s; it remembers at most max denied attempts at a time
-// (DefaultRejectCacheSize when max is not positive), and when full, lets
-// new denials through to the store rather than evict live ones.
-func NewRejectCache(s Store, max int) *RejectCache {
-	if max <= 0 {
-		max = DefaultRejectCacheSize
+// NewRejectCache wraps s; it remembers at most size denied attempts at a
+// time (DefaultRejectCacheSize when size is not positive), and when full,
+// lets new denials through to the store rather than evict live ones.
+func NewRejectCache(s Store, size int) *RejectCache {
+	if size <= 0 {
+		size = DefaultRejectCacheSize
 	}
-	return &RejectCache{Store: s, max: max, denied: map[string]Outcome{}}
+	return &RejectCache{Store: s, size: size, denied: map[string]Outcome{}}
 }
 
 // signature names an attempt's checks: each policy's store key and window
@@ -87,7 +87,7 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 				before[i] = d.cur
 			}
 		}
-		if o := Decide(a, cur, before); !o.Allowed {
+		if o := a.Outcome(cur, before); !o.Allowed {
 			for i := range o.Decisions {
 				o.Decisions[i].FromMemory = true
 			}
@@ -100,10 +100,10 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.denied) >= c.max && a.Now.Sub(c.swept) >= time.Second {
+	if len(c.denied) >= c.size && a.Now.Sub(c.swept) >= time.Second {
 		c.sweep(a.Now)
 	}
-	if len(c.denied) < c.max {
+	if len(c.denied) < c.size {
 		c.denied[sig] = o
 	}
 	return o, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -29,7 +30,7 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 	ctx := context.Background()
 	try := func(at time.Duration) limiter.Decision {
 		t.Helper()
-		o, err := c.Allow(ctx, limiter.One(p, "abuser", t0.Add(at), "", ""))
+		o, err := c.Allow(ctx, storetest.One(p, "abuser", t0.Add(at), "", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +49,7 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 	for i := range 20 {
 		at := 20*time.Second + time.Duration(i)*time.Second
 		d := try(at)
-		if d.Allowed || !d.FromMemory || d.Remaining != 0 || d.RetryAfter() != time.Minute-at || !d.Reset.Equal(t0.Add(time.Minute)) {
+		if d.Allowed || !d.FromMemory || d.Remaining != 0 || d.ResetAfter != time.Minute-at || !d.Reset.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("attempt at +%v: %+v, want a denial from memory with retry after %v", at, d, time.Minute-at)
 		}
 	}
@@ -60,7 +61,7 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 		t.Errorf("next window: %+v, want allowed by the store with count 1", d)
 	}
 	// Other keys are unaffected.
-	if o, _ := c.Allow(ctx, limiter.One(p, "polite", t0.Add(30*time.Second), "", "")); !o.Allowed {
+	if o, _ := c.Allow(ctx, storetest.One(p, "polite", t0.Add(30*time.Second), "", "")); !o.Allowed {
 		t.Errorf("another key was denied: %+v", o)
 	}
 }
@@ -72,7 +73,7 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 	ctx := context.Background()
 	for _, k := range []string{"a", "b", "c"} {
 		for range 3 {
-			c.Allow(ctx, limiter.One(p, k, t0, "", ""))
+			c.Allow(ctx, storetest.One(p, k, t0, "", ""))
 		}
 	}
 	if c.Len() != 2 {
@@ -84,7 +85,7 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 	}
 	// In a later window the expired denials are swept to make room.
 	for range 2 {
-		c.Allow(ctx, limiter.One(p, "c", t0.Add(time.Hour), "", ""))
+		c.Allow(ctx, storetest.One(p, "c", t0.Add(time.Hour), "", ""))
 	}
 	if c.Len() != 1 {
 		t.Errorf("after the sweep it remembers %d denials, want 1 (c's, in the new window)", c.Len())

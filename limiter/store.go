@@ -20,6 +20,13 @@ type Store interface {
 	// before now, for each row's own window, and audit records made before
 	// auditBefore (none when auditBefore is zero).
 	Prune(ctx context.Context, now, auditBefore time.Time) (Pruned, error)
+	// Ready reports whether the store can serve now, reaching its data to
+	// find out: nil; an error wrapping ErrUnavailable, which may clear by
+	// itself (the store keeps trying on every call, so a process may start
+	// and answer with its fail mode meanwhile); or any other error, which
+	// will not clear (a file that is not a database, a schema newer than
+	// this binary), and should stop the process.
+	Ready(ctx context.Context) error
 	// Close releases the store.
 	Close() error
 }
@@ -42,11 +49,6 @@ type Attempt struct {
 	RequestID string
 }
 
-// One is an Attempt under a single policy.
-func One(p Policy, key string, now time.Time, route, requestID string) Attempt {
-	return Attempt{Checks: []Check{{p, key}}, Now: now, Route: route, RequestID: requestID}
-}
-
 // Validate reports what is wrong with a's checks, or nil.
 func (a Attempt) Validate() error {
 	if len(a.Checks) == 0 {
@@ -60,65 +62,9 @@ func (a Attempt) Validate() error {
 	return nil
 }
 
-// Outcome is what a store decided for an attempt: one Decision per check,
-// in order.
-type Outcome struct {
-	Decisions []Decision
-	// Allowed is true when every policy that is not a shadow allowed the
-	// attempt: the request passes, and has its audit record.
-	Allowed bool
-}
-
-// Decide computes the outcome from each check's current and, for sliding
-// policies, previous window counts.
-func Decide(a Attempt, cur, prev []int64) Outcome {
-	o := Outcome{Decisions: make([]Decision, len(a.Checks)), Allowed: true}
-	for i, c := range a.Checks {
-		o.Decisions[i] = c.Policy.Decide(c.Key, a.Now, cur[i], prev[i])
-		if !o.Decisions[i].Allowed && !c.Policy.Shadow {
-			o.Allowed = false
-		}
-	}
-	return o
-}
-
-// Denied are the decisions of the policies that rejected the attempt:
-// those that are not shadows and did not allow it.
-func (o Outcome) Denied() []Decision {
-	var out []Decision
-	for _, d := range o.Decisions {
-		if !d.Allowed && !d.Policy.Shadow {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// HoldingBack are the decisions of the policies that stand between the
-// client and its next attempt: those that rejected this one, and the
-// enforced ones that allowed it with nothing left, which would reject the
-// next.
-func (o Outcome) HoldingBack() []Decision {
-	var out []Decision
-	for _, d := range o.Decisions {
-		if !d.Policy.Shadow && (!d.Allowed || d.Remaining == 0) {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// RetryAfter is how long a rejected client should wait for its next
-// attempt to pass every policy: the longest wait among HoldingBack.
-// Waiting only for the policies that rejected would send the client back
-// into another 429.
-func (o Outcome) RetryAfter() time.Duration {
-	var longest time.Duration
-	for _, d := range o.HoldingBack() {
-		longest = max(longest, d.RetryAfter())
-	}
-	return longest
-}
+// CalledAtLayout is how an audit record's time is written: UTC with
+// milliseconds, fixed width so that it sorts as text.
+const CalledAtLayout = "2006-01-02T15:04:05.000Z"
 
 // AuditBefore is the audit cutoff at now for a retention: audit records made
 // before it may be deleted. Zero retention keeps them forever and gives the

@@ -1,9 +1,6 @@
 package limiter
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // WindowLayout is how a window start is written in the store and in responses:
 // UTC, whole seconds, a literal Z, so that windows sort as text.
@@ -24,8 +21,3 @@ func WindowStart(t time.Time, w time.Duration) time.Time {
 
 // FormatWindow writes a window start as the store keeps it.
 func FormatWindow(t time.Time) string { return t.UTC().Format(WindowLayout) }
-
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
-	return int64(math.Ceil(d.Seconds()))
-}

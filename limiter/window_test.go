@@ -56,9 +56,9 @@ func TestDecideAndRetryAfter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := p.Decide("k", start.Add(tt.at), tt.count, 0)
-			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.RetryAfter() != tt.resetAfter {
+			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.ResetAfter != tt.resetAfter {
 				t.Errorf("Decide at +%v with count %d = allowed %v remaining %d retry after %v; want %v %d %v",
-					tt.at, tt.count, d.Allowed, d.Remaining, d.RetryAfter(), tt.allowed, tt.remaining, tt.resetAfter)
+					tt.at, tt.count, d.Allowed, d.Remaining, d.ResetAfter, tt.allowed, tt.remaining, tt.resetAfter)
 			}
 			if !d.Reset.Equal(start.Add(time.Minute)) {
 				t.Errorf("reset = %v, want %v", d.Reset, start.Add(time.Minute))
@@ -111,7 +111,7 @@ func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
 		{"the shadow never adds a wait", []int64{1, 3, 9}, []string{"burst"}, 2 * time.Second},
 	}
 	for _, tt := range tests {
-		o := limiter.Decide(a, tt.cur, []int64{0, 0, 0})
+		o := a.Outcome(tt.cur, []int64{0, 0, 0})
 		var denied []string
 		for _, d := range o.Denied() {
 			denied = append(denied, d.Policy.Name)

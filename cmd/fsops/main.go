@@ -77,13 +77,13 @@ func decide(path, mode string, n int) error {
 	}
 	defer store.Close()
 	opts := httpapi.Options{
-		Store:     store,
-		Policy:    limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute},
-		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
-		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Store: store,
+		Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute},
+			KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Routes: []string{limiter.DefaultRoute}}},
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}
 	if policies != "" {
-		cfg, err := limiter.LocalConfigFromEnv(func(k string) string {
+		cfg, err := limiter.ConfigFromEnv(func(k string) string {
 			return map[string]string{"POLICIES": policies, "DB_PATH": path}[k]
 		})
 		if err != nil {

@@ -134,7 +134,7 @@ func (o options) storeConfig() limiter.StoreConfig {
 }
 
 func (o options) policy() limiter.Policy {
-	return limiter.Policy{Name: limiter.PingPolicyName, Limit: o.limit, Window: time.Duration(o.window) * time.Second}
+	return limiter.Policy{Name: limiter.DefaultPolicyName, Limit: o.limit, Window: time.Duration(o.window) * time.Second}
 }
 
 // result is what one worker process reports.
@@ -168,7 +168,8 @@ func worker(o options) error {
 		decider = limiter.NewRejectCache(store, 0)
 	}
 	memory := &memoryCounter{Store: decider, n: map[string]int64{}}
-	api := httpapi.New(httpapi.Options{Store: memory, Policy: o.policy(), KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Logger: logger})
+	api := httpapi.New(httpapi.Options{Store: memory, Logger: logger,
+		Rules: []limiter.Rule{{Policy: o.policy(), KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Routes: []string{limiter.DefaultRoute}}}})
 
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
@@ -304,7 +305,7 @@ var errBusy = errors.New("lock wait ran out")
 // which window.
 func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Store, key string) (bool, string, error) {
 	if o.via == "store" {
-		out, err := store.Allow(ctx, limiter.One(o.policy(), key, time.Now(), "GET /ping", "loadtest"))
+		out, err := store.Allow(ctx, limiter.Attempt{Checks: []limiter.Check{{Policy: o.policy(), Key: key}}, Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"})
 		if err != nil {
 			if strings.Contains(err.Error(), "database is locked") {
 				return false, "", fmt.Errorf("%w: %w", errBusy, err)

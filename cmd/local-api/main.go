@@ -8,9 +8,10 @@
 // directory created), prunes every PRUNE_INTERVAL (default 1m) and shuts down
 // cleanly on SIGINT and SIGTERM. The other settings are the functions'.
 //
-// With -check it reads the configuration, prints the policies it gives and
-// exits, 0 if it is good and 2 if not: a way to try a POLICIES value before
-// deploying it as the template's Policies parameter.
+// With -check it reads the configuration as the server would, prints all of
+// it that takes effect and whether the Lambda functions would accept it,
+// and exits, 0 if it is good and 2 if not: a way to try a POLICIES value
+// before deploying it as the template's Policies parameter.
 //
 //	POLICIES='[{"name":"burst","limit":5,"window":"1s"}]' go run ./cmd/local-api -check
 package main
@@ -20,7 +21,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,12 +40,12 @@ import (
 const requestTimeout = 10 * time.Second
 
 func main() {
-	check := flag.Bool("check", false, "check the configuration as the functions read it, print its policies and exit")
+	check := flag.Bool("check", false, "check the configuration as the server reads it, print it and exit: 0 if good, 2 if not")
 	flag.Parse()
 	if *check {
 		os.Exit(checkConfig(os.Stdout, os.Stderr, os.Getenv))
 	}
-	cfg, err := limiter.LocalConfigFromEnv(os.Getenv)
+	cfg, err := readConfig(os.Getenv)
 	if err != nil {
 		// For a person at a terminal: plain text, one problem a line.
 		fmt.Fprintln(os.Stderr, "local-api:", err)
@@ -58,49 +58,7 @@ func main() {
 	}
 }
 
-// checkConfig reads the configuration as the Lambda functions do (with the
-// DB_PATH and TABLE_NAME the template gives them, if unset), prints its
-// policies to out and returns 0, or prints every problem to errOut and
-// returns 2.
-func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
-	cfg, err := limiter.ConfigFromEnv(func(k string) string {
-		v := getenv(k)
-		if v == "" && k == "DB_PATH" {
-			return "/mnt/efs/ratelimit.db"
-		}
-		if v == "" && k == "TABLE_NAME" {
-			return "ratelimit"
-		}
-		return v
-	})
-	if err != nil {
-		fmt.Fprintln(errOut, "local-api:", err)
-		return 2
-	}
-	for _, r := range cfg.Rules {
-		fmt.Fprintln(out, describe(r))
-	}
-	if getenv("POLICIES") != "" && (getenv("RATE_LIMIT") != "" || getenv("WINDOW_SECONDS") != "") {
-		fmt.Fprintln(out, "(POLICIES replaces RATE_LIMIT and WINDOW_SECONDS, which are ignored)")
-	}
-	return 0
-}
-
-// describe says what a rule limits, as a person checking it reads it.
-func describe(r limiter.Rule) string {
-	p := r.Policy
-	algorithm, shadow := limiter.Fixed, ""
-	if p.IsSliding() {
-		algorithm = limiter.Sliding
-	}
-	if p.Shadow {
-		shadow = " shadow"
-	}
-	return fmt.Sprintf("%s: %d per %v, %s window, key %s, routes %v%s", p.Name, p.Limit, p.Window, algorithm, r.KeySource, r.Routes, shadow)
-}
-
-func run(log *slog.Logger, cfg limiter.Config) error {
-	addr, pruneEvery := cfg.Addr, cfg.PruneInterval
+func run(log *slog.Logger, cfg config) error {
 	if cfg.Store.Kind == limiter.StoreSQLite {
 		if err := os.MkdirAll(filepath.Dir(cfg.Store.Path), 0o755); err != nil {
 			return fmt.Errorf("create database directory: %w", err)
@@ -109,21 +67,18 @@ func run(log *slog.Logger, cfg limiter.Config) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	store, err := stores.Open(ctx, cfg.Store)
-	if store == nil {
+	store, err := stores.OpenReady(ctx, cfg.Store, log)
+	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if err != nil {
-		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
-	}
 
 	// METRICS=emf prints the lines the functions write among the logs.
-	opts := httpapi.Configured(cfg, store, os.Stdout)
+	opts := httpapi.FromConfig(cfg.Config, store, os.Stdout)
 	opts.Logger = log
 	api := httpapi.New(opts)
 	srv := &http.Server{
-		Addr: addr,
+		Addr: cfg.Addr,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 			defer cancel()
@@ -143,10 +98,10 @@ func run(log *slog.Logger, cfg limiter.Config) error {
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    16 << 10,
 	}
-	go prune(ctx, log, store, pruneEvery, cfg.AuditRetention)
+	go prune(ctx, log, store, cfg.PruneInterval, cfg.Store.AuditRetention)
 
 	// Bind before saying so: a client that reads "listening" may connect.
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
@@ -160,7 +115,7 @@ func run(log *slog.Logger, cfg limiter.Config) error {
 	for i, r := range cfg.Rules {
 		policies[i] = describe(r)
 	}
-	log.Info("listening", append([]any{"addr", "http://" + addr, "policies", policies}, where...)...)
+	log.Info("listening", append([]any{"addr", "http://" + cfg.Addr, "policies", policies}, where...)...)
 	select {
 	case err := <-errc:
 		return err

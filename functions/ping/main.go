@@ -20,15 +20,12 @@ func main() {
 	if err != nil {
 		awslambda.Fatal(log, "configuration", err)
 	}
-	store, err := stores.Open(context.Background(), cfg.Store)
-	if store == nil {
+	store, err := stores.OpenReady(context.Background(), cfg.Store, log)
+	if err != nil {
 		awslambda.Fatal(log, "open store", err)
 	}
-	if err != nil {
-		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
-	}
 	// Metrics go to stdout as EMF lines, which CloudWatch Logs ingests.
-	opts := httpapi.Configured(cfg, store, os.Stdout)
+	opts := httpapi.FromConfig(cfg, store, os.Stdout)
 	opts.Routes, opts.Caller, opts.Logger = []string{httpapi.RoutePing}, awslambda.Caller, log
 	lambda.StartWithOptions(awslambda.HTTP(httpapi.New(opts)), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

@@ -20,13 +20,10 @@ func main() {
 	if err != nil {
 		awslambda.Fatal(log, "configuration", err)
 	}
-	store, err := stores.Open(context.Background(), cfg.Store)
-	if store == nil {
+	store, err := stores.OpenReady(context.Background(), cfg.Store, log)
+	if err != nil {
 		awslambda.Fatal(log, "open store", err)
 	}
-	if err != nil {
-		log.Warn("store not ready; the next run retries", "error", err.Error())
-	}
-	handler := awslambda.Prune(store, cfg.AuditRetention, time.Now, log)
+	handler := awslambda.Prune(store, cfg.Store.AuditRetention, time.Now, log)
 	lambda.StartWithOptions(handler, lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

@@ -23,12 +23,9 @@ func main() {
 	// Reads only, as its read-only mount allows: a hot journal left by a
 	// crashed writer makes it answer 503 until the next /ping rolls it back.
 	cfg.Store.ReadOnly = true
-	store, err := stores.Open(context.Background(), cfg.Store)
-	if store == nil {
-		awslambda.Fatal(log, "open store", err)
-	}
+	store, err := stores.OpenReady(context.Background(), cfg.Store, log)
 	if err != nil {
-		log.Warn("store not ready; answering with the fail mode until it is", "error", err.Error())
+		awslambda.Fatal(log, "open store", err)
 	}
 	api := httpapi.New(httpapi.Options{
 		Store:  store,

@@ -46,7 +46,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -78,13 +77,9 @@ const (
 	attrExpires = "expires_at"
 )
 
-// CalledAtLayout is how an audit record's called_at is written, as the
-// SQLite store writes it.
-const CalledAtLayout = "2006-01-02T15:04:05.000Z"
-
-// Open returns a store on cfg.Table. It makes no request: a missing table or
-// an unreachable endpoint shows in the first call, as limiter.ErrUnavailable.
-// opts adjust the AWS SDK's configuration (tests give static credentials).
+// Open returns a store on cfg.Table. It makes no request: Ready checks the
+// table, and a missing table or an unreachable endpoint shows in every call
+// as limiter.ErrUnavailable. opts adjust the AWS SDK's configuration (tests give static credentials).
 func Open(ctx context.Context, cfg limiter.StoreConfig, opts ...func(*config.LoadOptions) error) (*Store, error) {
 	if cfg.Table == "" {
 		return nil, errors.New("dynamodb: no table name")
@@ -136,6 +131,29 @@ func AuditPartition(key string, windowStart time.Time) string {
 	return "call#" + key + "#" + limiter.FormatWindow(windowStart)
 }
 
+// Ready checks that the table exists and the credentials may reach it,
+// with one DescribeTable. Any failure wraps limiter.ErrUnavailable: a table
+// created later, or credentials fixed later, let the store serve without a
+// restart.
+func (s *Store) Ready(ctx context.Context) error {
+	return s.do(ctx, "describe table", func(ctx context.Context) error {
+		_, err := s.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.cfg.Table})
+		return err
+	})
+}
+
+// decision is one attempt being decided: its counters' keys, the updates
+// that count it, and the counts it is decided from.
+type decision struct {
+	a         limiter.Attempt
+	keys      []map[string]types.AttributeValue
+	updates   []*types.Update
+	cur, prev []int64
+	// hopeless is set when an enforced policy denies the attempt whatever
+	// its window holds: no transaction can succeed.
+	hopeless bool
+}
+
 // Allow counts the attempt under each check and decides it; see the
 // package comment.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
@@ -145,74 +163,88 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	if s.cfg.ReadOnly {
 		return limiter.Outcome{}, fmt.Errorf("%w: dynamodb: store opened read-only", limiter.ErrUnavailable)
 	}
-	n := len(a.Checks)
-	keys := make([]map[string]types.AttributeValue, n)
-	cur, prev := make([]int64, n), make([]int64, n)
-	hopeless := false // an enforced policy denies whatever this window holds
-	updates := make([]*types.Update, n)
-	for i, c := range a.Checks {
-		start := limiter.WindowStart(a.Now, c.Policy.Window)
-		keys[i] = CounterKey(c.Policy, c.Key, start)
-		below := c.Policy.Limit // the count before this attempt must be below it
-		if c.Policy.IsSliding() {
-			// The previous window no longer changes: read it first, and
-			// turn the weighted limit into one on this window's count.
-			var err error
-			if prev[i], err = s.read(ctx, CounterKey(c.Policy, c.Key, start.Add(-c.Policy.Window))); err != nil {
-				return limiter.Outcome{}, err
-			}
-			frac := float64(a.Now.Sub(start)) / float64(c.Policy.Window)
-			below = int64(math.Floor(float64(c.Policy.Limit) - float64(prev[i])*(1-frac) + 1e-9))
-		}
-		updates[i] = s.increment(keys[i], c.Policy, start)
-		if !c.Policy.Shadow {
-			hopeless = hopeless || below < 1
-			updates[i].ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
-			updates[i].ExpressionAttributeValues[":below"] = num(below)
-		}
+	d, err := s.prepare(ctx, a)
+	if err != nil {
+		return limiter.Outcome{}, err
 	}
-
 	allowed := false
-	if !hopeless {
-		items := make([]types.TransactWriteItem, 0, n+1)
-		for _, u := range updates {
-			items = append(items, types.TransactWriteItem{Update: u})
-		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.cfg.Table, Item: s.auditItem(a)}})
-		err := s.do(ctx, "decide", func(ctx context.Context) error {
-			_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-			allowed = err == nil
-			if overLimit(err) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
+	if !d.hopeless {
+		if allowed, err = s.transact(ctx, d); err != nil {
 			return limiter.Outcome{}, err
 		}
 	}
-	if allowed {
-		// The transaction returned nothing: read the counts back. They
-		// may include attempts after this one; the decision stands.
-		for i := range a.Checks {
-			var err error
-			if cur[i], err = s.read(ctx, keys[i]); err != nil {
-				return limiter.Outcome{}, err
-			}
-		}
-		o := limiter.Decide(a, cur, prev)
-		for i, c := range a.Checks {
-			if !c.Policy.Shadow {
-				o.Decisions[i].Allowed = true
-			}
-		}
-		o.Allowed = true
-		return o, nil
+	if !allowed {
+		return s.deny(ctx, d)
 	}
-	// Denied: count the attempt under each policy, one UpdateItem each,
-	// which returns the new count. Denied whatever the counts say: an
-	// attempt without an audit record is never an allowed one.
-	for i, u := range updates {
+	// The transaction returned nothing: read the counts back. They may
+	// include attempts after this one; the decision stands.
+	for i := range a.Checks {
+		if d.cur[i], err = s.read(ctx, d.keys[i]); err != nil {
+			return limiter.Outcome{}, err
+		}
+	}
+	o := a.Outcome(d.cur, d.prev)
+	for i, c := range a.Checks {
+		if !c.Policy.Shadow {
+			o.Decisions[i].Allowed = true
+		}
+	}
+	o.Allowed = true
+	return o, nil
+}
+
+// prepare builds the updates that count d's attempt, each enforced one on
+// condition that the count before it is below what the policy allows (for
+// a sliding policy, read the previous window first: it no longer changes).
+func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, error) {
+	n := len(a.Checks)
+	d := &decision{a: a, keys: make([]map[string]types.AttributeValue, n), updates: make([]*types.Update, n),
+		cur: make([]int64, n), prev: make([]int64, n)}
+	for i, c := range a.Checks {
+		start := limiter.WindowStart(a.Now, c.Policy.Window)
+		d.keys[i] = CounterKey(c.Policy, c.Key, start)
+		if c.Policy.IsSliding() {
+			var err error
+			if d.prev[i], err = s.read(ctx, CounterKey(c.Policy, c.Key, start.Add(-c.Policy.Window))); err != nil {
+				return nil, err
+			}
+		}
+		d.updates[i] = s.increment(d.keys[i], c.Policy, start)
+		if !c.Policy.Shadow {
+			below := c.Policy.MaxCount(a.Now, d.prev[i]) // the count before this attempt must be below it
+			d.hopeless = d.hopeless || below < 1
+			d.updates[i].ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
+			d.updates[i].ExpressionAttributeValues[":below"] = num(below)
+		}
+	}
+	return d, nil
+}
+
+// transact counts and audits d's attempt in one transaction, and reports
+// whether every condition held: the attempt is allowed.
+func (s *Store) transact(ctx context.Context, d *decision) (bool, error) {
+	items := make([]types.TransactWriteItem, 0, len(d.updates)+1)
+	for _, u := range d.updates {
+		items = append(items, types.TransactWriteItem{Update: u})
+	}
+	items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.cfg.Table, Item: s.auditItem(d.a)}})
+	allowed := false
+	err := s.do(ctx, "decide", func(ctx context.Context) error {
+		_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		allowed = err == nil
+		if overLimit(err) {
+			return nil
+		}
+		return err
+	})
+	return allowed, err
+}
+
+// deny counts d's denied attempt under each policy, one UpdateItem each,
+// which returns the new count. Denied whatever the counts say: an attempt
+// without an audit record is never an allowed one.
+func (s *Store) deny(ctx context.Context, d *decision) (limiter.Outcome, error) {
+	for i, u := range d.updates {
 		u.ConditionExpression = nil
 		delete(u.ExpressionAttributeValues, ":below")
 		err := s.do(ctx, "count", func(ctx context.Context) error {
@@ -222,7 +254,7 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 				ReturnValues: types.ReturnValueUpdatedNew,
 			})
 			if err == nil {
-				cur[i], err = countOf(out.Attributes)
+				d.cur[i], err = countOf(out.Attributes)
 			}
 			return err
 		})
@@ -230,7 +262,7 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 			return limiter.Outcome{}, err
 		}
 	}
-	o := limiter.Decide(a, cur, prev)
+	o := d.a.Outcome(d.cur, d.prev)
 	o.Allowed = false
 	return o, nil
 }
@@ -258,10 +290,10 @@ func (s *Store) auditItem(a limiter.Attempt) map[string]types.AttributeValue {
 	crand.Read(nonce)
 	item := map[string]types.AttributeValue{
 		attrPK:         str(AuditPartition(first.Key, start)),
-		attrSK:         str(a.Now.UTC().Format(CalledAtLayout) + "#" + a.RequestID + "#" + hex.EncodeToString(nonce)),
+		attrSK:         str(a.Now.UTC().Format(limiter.CalledAtLayout) + "#" + a.RequestID + "#" + hex.EncodeToString(nonce)),
 		"key":          str(first.Key),
 		"window_start": str(limiter.FormatWindow(start)),
-		"called_at":    str(a.Now.UTC().Format(CalledAtLayout)),
+		"called_at":    str(a.Now.UTC().Format(limiter.CalledAtLayout)),
 		"route":        str(a.Route),
 		"request_id":   str(a.RequestID),
 	}

@@ -24,20 +24,30 @@ import (
 
 // Routes served by the API.
 const (
-	RoutePing   = "/ping"
+	RoutePing   = limiter.DefaultRoute
 	RouteStatus = "/status"
 )
+
+// Metrics records what the API decides; *metrics.EMF writes it as
+// CloudWatch Embedded Metric Format lines.
+type Metrics interface {
+	// Decision records one policy's decision of one request, and how long
+	// the store took (metrics.NoLatency for a decision made from memory).
+	Decision(at time.Time, policy, route, decision string, latency time.Duration)
+	// StoreError records a request the store failed to decide.
+	StoreError(at time.Time, route string)
+}
+
+var _ Metrics = (*metrics.EMF)(nil)
 
 // Options configure an API.
 type Options struct {
 	Store limiter.Store
 	// Rules are the policies that apply to requests, and how each finds
-	// its key. Empty means one rule on /ping: Policy, with KeySource.
-	Rules     []limiter.Rule
-	Policy    limiter.Policy
-	KeySource limiter.KeySource
-	// Metrics receives CloudWatch EMF lines; nil writes none.
-	Metrics *metrics.EMF
+	// its key; at least one must apply to /ping.
+	Rules []limiter.Rule
+	// Metrics receives what the API decides; nil records nothing.
+	Metrics Metrics
 	// FailMode says what /ping answers when the store fails.
 	FailMode limiter.FailMode
 	// Routes lists the routes to serve (RoutePing, RouteStatus); others
@@ -74,9 +84,6 @@ func New(opts Options) *API {
 	}
 	if len(opts.Routes) == 0 {
 		opts.Routes = []string{RoutePing, RouteStatus}
-	}
-	if len(opts.Rules) == 0 {
-		opts.Rules = []limiter.Rule{{Policy: opts.Policy, KeySource: opts.KeySource, Routes: []string{RoutePing}}}
 	}
 	a := &API{opts: opts, routes: map[string]func(*request) error{}}
 	// A bad policy or route is a programming error in main, found at start.

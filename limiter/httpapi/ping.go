@@ -58,7 +58,7 @@ type policyBody struct {
 }
 
 func newPolicyBody(u limiter.Usage) policyBody {
-	return policyBody{Name: u.Policy.Name, Algorithm: algorithm(u.Policy), Shadow: u.Policy.Shadow, usageBody: newUsageBody(u)}
+	return policyBody{Name: u.Policy.Name, Algorithm: u.Policy.Algorithm.String(), Shadow: u.Policy.Shadow, usageBody: newUsageBody(u)}
 }
 
 // pingBody is /ping's 200: the first policy's standing, and every policy's

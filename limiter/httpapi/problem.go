@@ -79,7 +79,7 @@ func rateLimited(o limiter.Outcome) *Problem {
 		}
 		policies = append(policies, deniedPolicy{
 			Name: d.Policy.Name, Limit: d.Policy.Limit, WindowSeconds: d.Policy.WindowSeconds(),
-			Algorithm: algorithm(d.Policy), RetryAfter: int64(d.RetryAfter() / time.Second), Denied: !d.Allowed,
+			Algorithm: d.Policy.Algorithm.String(), RetryAfter: int64(d.ResetAfter / time.Second), Denied: !d.Allowed,
 		})
 	}
 	p := problem(http.StatusTooManyRequests, TypeRateLimited, strings.Join(append(details, usedUp...), " "))
@@ -88,13 +88,6 @@ func rateLimited(o limiter.Outcome) *Problem {
 	// policy did: "0" would invite an immediate retry.
 	p.header.Set("Retry-After", seconds(max(o.RetryAfter(), time.Second)))
 	return p
-}
-
-func algorithm(p limiter.Policy) string {
-	if p.IsSliding() {
-		return limiter.Sliding
-	}
-	return limiter.Fixed
 }
 
 // StoreRetryAfter is the Retry-After of a 503 when the store fails, capped at

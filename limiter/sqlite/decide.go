@@ -13,10 +13,6 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// CalledAtLayout is how api_calls.called_at is written: UTC with
-// milliseconds, fixed width so that it sorts as text.
-const CalledAtLayout = "2006-01-02T15:04:05.000Z"
-
 const (
 	// upsertSQL counts the attempt and returns the new count in one
 	// statement: the first attempt in a window inserts 1, later ones add 1.
@@ -56,14 +52,14 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 				}
 			}
 		}
-		o = limiter.Decide(a, cur, prev)
+		o = a.Outcome(cur, prev)
 		if !o.Allowed {
 			return nil
 		}
 		first := a.Checks[0]
 		_, err := tx.StmtContext(ctx, h.audit).ExecContext(ctx, first.Key,
 			limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
-			a.Now.UTC().Format(CalledAtLayout), a.Route, a.RequestID)
+			a.Now.UTC().Format(limiter.CalledAtLayout), a.Route, a.RequestID)
 		return err
 	})
 	if err != nil {

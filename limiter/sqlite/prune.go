@@ -106,7 +106,7 @@ func (s *Store) pruneAudit(ctx context.Context, before time.Time) (int64, error)
 	// preparing their transactions.
 	var boundary int64
 	err := s.do(ctx, "prune audit", func(h *handle) error {
-		err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(CalledAtLayout)).Scan(&boundary)
+		err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(limiter.CalledAtLayout)).Scan(&boundary)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = h.db.QueryRowContext(ctx, pruneAuditEndSQL).Scan(&boundary)
 		}

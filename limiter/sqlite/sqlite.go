@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
-	sqlite "modernc.org/sqlite"
+	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -32,8 +32,8 @@ import (
 // by multiple goroutines; they share the process's one connection.
 //
 // The store survives faults of the file beneath it. A failed open is retried
-// on the next call, and at most once per FileCheckInterval, measured on the
-// callers' clock, a call checks that the path still names the file the store
+// on the next call, and at most once per FileCheckInterval (on the process's
+// clock, not the request's instant) a call checks that the path still names the file the store
 // has open: a database deleted or replaced under a running process is
 // reopened (and, when its directory still exists, created afresh) instead of
 // counting on in a file nobody else can see.
@@ -59,14 +59,11 @@ var _ limiter.Store = (*Store)(nil)
 // errFatal marks open failures that retrying will not fix.
 var errFatal = errors.New("cannot be used")
 
-// Open opens the database at cfg.Path, creating it and its schema when
-// missing, or with cfg.ReadOnly, opens an existing database for reading. It fails for what retrying cannot fix: a bad option, a file that is
-// not a SQLite database or is corrupt, a schema newer than this binary, a
-// journal mode that does not take. When the file cannot be reached now (its
-// directory is missing, it is read-only, the lock is held past the busy
-// timeout) Open returns both a usable Store, which retries on each call, and
-// an error wrapping limiter.ErrUnavailable that says why; a caller at cold
-// start logs it and serves with its fail mode until the fault clears.
+// Open returns a store on the database at cfg.Path. It refuses only what
+// is wrong whatever the file system says (no path, a path that is a
+// directory) and opens nothing yet: Ready, or the first call, opens the
+// database, creating it and its schema when missing, or with cfg.ReadOnly,
+// opens an existing one for reading.
 func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("sqlite: no database path")
@@ -84,16 +81,19 @@ func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("sqlite: database path %s is a directory", path)
 	}
-	s := &Store{path: path, cfg: cfg, mu: make(chan struct{}, 1)}
-	// Opening may wait for the lock like any call: cold starts that race to
-	// migrate a new file take turns.
-	if err := s.do(ctx, "open", func(*handle) error { return nil }); err != nil {
-		if isFatal(err) {
-			return nil, err
-		}
-		return s, err
-	}
-	return s, nil
+	return &Store{path: path, cfg: cfg, mu: make(chan struct{}, 1)}, nil
+}
+
+// Ready opens the database if it is not open, waiting for the lock like any
+// call (cold starts that race to migrate a new file take turns), and
+// reports what stands in the way. Errors wrapping limiter.ErrUnavailable
+// (the directory is missing, the file is read-only, the lock is held past
+// the busy timeout) may clear by themselves, and every call tries again.
+// Other errors will not clear: the file is not a SQLite database or is
+// corrupt, its schema is newer than this binary, or the journal mode does
+// not take.
+func (s *Store) Ready(ctx context.Context) error {
+	return s.do(ctx, "open", func(*handle) error { return nil })
 }
 
 // Path is the absolute path of the database file.
@@ -199,22 +199,8 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-
-	// Read back what was asked for: a journal mode that SQLite could not set
-	// (another process holds the file in WAL, say) must not go unnoticed.
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return nil, fmt.Errorf("read journal mode: %w", err)
-	}
-	if !strings.EqualFold(mode, s.cfg.JournalMode) {
-		return nil, fmt.Errorf("journal mode is %q, not %q: %w", mode, s.cfg.JournalMode, errFatal)
-	}
-	var syncLevel int
-	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncLevel); err != nil {
-		return nil, fmt.Errorf("read synchronous: %w", err)
-	}
-	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(s.cfg.JournalMode)]; syncLevel != want {
-		return nil, fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errFatal)
+	if err := s.checkPragmas(ctx, db); err != nil {
+		return nil, err
 	}
 	if s.cfg.ReadOnly {
 		err = checkVersion(ctx, db)
@@ -229,17 +215,8 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 		return nil, fmt.Errorf("stat: %w", err)
 	}
 	h = &handle{db: db, file: file}
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&h.upsert, upsertSQL},
-		{&h.audit, auditSQL},
-		{&h.usage, usageSQL},
-	} {
-		if *p.stmt, err = db.PrepareContext(ctx, p.sql); err != nil {
-			return nil, fmt.Errorf("prepare: %w", err)
-		}
+	if err := h.prepare(ctx); err != nil {
+		return nil, err
 	}
 	if !s.cfg.ReadOnly && !s.cfg.SQLiteBusyHandler {
 		// Without a probe the store still waits, less fairly (wait.go).
@@ -248,6 +225,45 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 		}
 	}
 	return h, nil
+}
+
+// checkPragmas reads back what the DSN asked for: a journal mode that
+// SQLite could not set (another process holds the file in WAL, say) must
+// not go unnoticed.
+func (s *Store) checkPragmas(ctx context.Context, db *sql.DB) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, s.cfg.JournalMode) {
+		return fmt.Errorf("journal mode is %q, not %q: %w", mode, s.cfg.JournalMode, errFatal)
+	}
+	var syncLevel int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncLevel); err != nil {
+		return fmt.Errorf("read synchronous: %w", err)
+	}
+	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(s.cfg.JournalMode)]; syncLevel != want {
+		return fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errFatal)
+	}
+	return nil
+}
+
+// prepare prepares the statements of the request path.
+func (h *handle) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&h.upsert, upsertSQL},
+		{&h.audit, auditSQL},
+		{&h.usage, usageSQL},
+	} {
+		var err error
+		if *p.stmt, err = h.db.PrepareContext(ctx, p.sql); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+	}
+	return nil
 }
 
 // acquire returns the open database, opening it if needed, with a
@@ -335,7 +351,7 @@ func (s *Store) wrap(op string, err error) error {
 
 // code is the primary SQLite result code of err, or 0.
 func code(err error) int {
-	var e *sqlite.Error
+	var e *modernc.Error
 	if errors.As(err, &e) {
 		return e.Code() & 0xff
 	}

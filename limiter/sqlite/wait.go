@@ -247,8 +247,7 @@ func (s *Store) giveWay(ctx context.Context) error {
 // write runs fn in an immediate transaction on one connection and commits,
 // retrying the whole transaction while another process holds the lock.
 // Only the COMMIT may wait inside SQLite, for readers, up to what is left of
-// the budget; the connection is told not to wait again before it is
-// released.
+// the budget (see commit).
 func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) error) error {
 	start := time.Now()
 	return s.do(ctx, op, func(h *handle) error {
@@ -270,33 +269,13 @@ func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) 
 			return err
 		}
 		defer tx.Rollback() // after Commit, a no-op
-		if h.checkMode.CompareAndSwap(true, false) {
-			var mode string
-			if err := tx.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-				return err
-			}
-			if !strings.EqualFold(mode, s.cfg.JournalMode) {
-				s.drop(h) // reopening sets the configured mode again, or fails
-				return fmt.Errorf("journal mode changed to %q under the store, not %q: %w", mode, s.cfg.JournalMode, errFatal)
-			}
+		if err := s.checkJournalMode(ctx, tx, h); err != nil {
+			return err
 		}
 		if err := fn(tx, h); err != nil {
 			return err
 		}
-		if !s.cfg.SQLiteBusyHandler {
-			left := max(s.cfg.BusyTimeout-time.Since(start), time.Millisecond)
-			if _, err := tx.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(left.Milliseconds(), 10)); err != nil {
-				return err
-			}
-			defer func() {
-				// A connection left waiting SQLite's way would wait
-				// unfairly from then on: rather open a fresh one.
-				if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 0"); err != nil {
-					s.drop(h)
-				}
-			}()
-		}
-		if err := tx.Commit(); err != nil {
+		if err := s.commit(ctx, conn, tx, h, start); err != nil {
 			return err
 		}
 		s.wait.observe(time.Since(began))
@@ -306,4 +285,43 @@ func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) 
 		}
 		return nil
 	})
+}
+
+// checkJournalMode reads the journal mode back in tx when h asks for it,
+// once per FileCheckInterval: a process configured for WAL that opens the
+// same file would otherwise switch it, and this store with it.
+func (s *Store) checkJournalMode(ctx context.Context, tx *sql.Tx, h *handle) error {
+	if !h.checkMode.CompareAndSwap(true, false) {
+		return nil
+	}
+	var mode string
+	if err := tx.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, s.cfg.JournalMode) {
+		s.drop(h) // reopening sets the configured mode again, or fails
+		return fmt.Errorf("journal mode changed to %q under the store, not %q: %w", mode, s.cfg.JournalMode, errFatal)
+	}
+	return nil
+}
+
+// commit commits tx. The COMMIT, which holds the lock and only waits for
+// readers to finish, lets SQLite wait up to what is left of the budget
+// since start; the connection is told not to wait again before it is
+// released.
+func (s *Store) commit(ctx context.Context, conn *sql.Conn, tx *sql.Tx, h *handle, start time.Time) error {
+	if !s.cfg.SQLiteBusyHandler {
+		left := max(s.cfg.BusyTimeout-time.Since(start), time.Millisecond)
+		if _, err := tx.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(left.Milliseconds(), 10)); err != nil {
+			return err
+		}
+		defer func() {
+			// A connection left waiting SQLite's way would wait
+			// unfairly from then on: rather open a fresh one.
+			if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 0"); err != nil {
+				s.drop(h)
+			}
+		}()
+	}
+	return tx.Commit()
 }

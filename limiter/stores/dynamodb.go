@@ -12,9 +12,9 @@ import (
 func init() {
 	openers[limiter.StoreDynamoDB] = func(ctx context.Context, cfg limiter.StoreConfig) (limiter.Store, error) {
 		s, err := dynamodb.Open(ctx, cfg)
-		if s == nil {
+		if err != nil { // not a nil *dynamodb.Store in a non-nil interface
 			return nil, err
 		}
-		return s, err
+		return s, nil
 	}
 }

@@ -10,9 +10,9 @@ import (
 func init() {
 	openers[limiter.StoreSQLite] = func(ctx context.Context, cfg limiter.StoreConfig) (limiter.Store, error) {
 		s, err := sqlite.Open(ctx, cfg)
-		if s == nil { // not a nil *sqlite.Store in a non-nil interface
+		if err != nil { // not a nil *sqlite.Store in a non-nil interface
 			return nil, err
 		}
-		return s, err
+		return s, nil
 	}
 }

@@ -9,17 +9,19 @@ package stores
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/ft251/ratelimit/limiter"
 )
 
 // openers holds the stores compiled in, by limiter.StoreConfig.Kind.
-var openers = map[string]func(context.Context, limiter.StoreConfig) (limiter.Store, error){}
+var openers = map[limiter.StoreKind]func(context.Context, limiter.StoreConfig) (limiter.Store, error){}
 
-// Open opens cfg's store. As sqlite.Open, it may return both a store and an
-// error wrapping limiter.ErrUnavailable: the store is usable and retries
-// on each call. A nil store means the error will not pass by itself.
+// Open returns cfg's store, without reaching its data (see Ready). It fails
+// for a configuration no store can serve: a kind this build lacks, a
+// missing path or table, a path that is a directory.
 func Open(ctx context.Context, cfg limiter.StoreConfig) (limiter.Store, error) {
 	kind := cfg.Kind
 	if kind == "" {
@@ -30,4 +32,32 @@ func Open(ctx context.Context, cfg limiter.StoreConfig) (limiter.Store, error) {
 		return nil, fmt.Errorf("stores: this build has no %s store (was it built with -tags no%s?)", kind, kind)
 	}
 	return open(ctx, cfg)
+}
+
+// OpenReady opens cfg's store and checks that it can serve, as a process
+// does at start: a store that is unavailable for now (limiter.ErrUnavailable)
+// is returned all the same, with one warning on log saying why, so that
+// the process starts, answers with its fail mode and recovers by itself
+// once the fault clears; any other failure is returned as an error, and
+// the process should stop.
+func OpenReady(ctx context.Context, cfg limiter.StoreConfig, log *slog.Logger) (limiter.Store, error) {
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	switch err := s.Ready(ctx); {
+	case errors.Is(err, limiter.ErrUnavailable):
+		log.Warn("store not ready; answering with the fail mode until it is", "store", string(kind(cfg)), "error", err.Error())
+	case err != nil:
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func kind(cfg limiter.StoreConfig) limiter.StoreKind {
+	if cfg.Kind == "" {
+		return limiter.StoreSQLite
+	}
+	return cfg.Kind
 }

@@ -69,6 +69,11 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ShadowPoliciesNeverReject", func(t *testing.T) { shadowNeverRejects(t, h) })
 }
 
+// One is an attempt under a single policy, at now.
+func One(p limiter.Policy, key string, now time.Time, route, requestID string) limiter.Attempt {
+	return limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: key}}, Now: now, Route: route, RequestID: requestID}
+}
+
 func attempt(t *testing.T, s limiter.Store, a limiter.Attempt) limiter.Outcome {
 	t.Helper()
 	o, err := s.Allow(context.Background(), a)
@@ -180,8 +185,8 @@ func slidingUsage(t *testing.T, h Harness) {
 		}
 	}
 	d := allow(t, in.Store, p, "k", t0.Add(90*time.Second), "over")
-	if d.Allowed || d.Remaining != 0 || d.RetryAfter() != 20*time.Second {
-		t.Errorf("over the limit: allowed=%v remaining=%d retry after %v, want denied, 0, 20s", d.Allowed, d.Remaining, d.RetryAfter())
+	if d.Allowed || d.Remaining != 0 || d.ResetAfter != 20*time.Second {
+		t.Errorf("over the limit: allowed=%v remaining=%d retry after %v, want denied, 0, 20s", d.Allowed, d.Remaining, d.ResetAfter)
 	}
 	if d := allow(t, in.Store, p, "k", t0.Add(110*time.Second), "after the wait"); !d.Allowed {
 		t.Errorf("after the wait: %+v, want allowed", d)
@@ -217,7 +222,7 @@ func shadowNeverRejects(t *testing.T, h Harness) {
 
 func allow(t *testing.T, s limiter.Store, p limiter.Policy, key string, now time.Time, rid string) limiter.Decision {
 	t.Helper()
-	o, err := s.Allow(context.Background(), limiter.One(p, key, now, "GET /ping", rid))
+	o, err := s.Allow(context.Background(), One(p, key, now, "GET /ping", rid))
 	if err != nil {
 		t.Fatalf("allow %q at %v: %v", key, now, err)
 	}
@@ -330,7 +335,7 @@ func concurrentHandles(t *testing.T, h Harness) {
 		for w := range workers {
 			wg.Go(func() {
 				for i := range perStore / workers {
-					d, err := s.Allow(context.Background(), limiter.One(p, "hot", t0, "GET /ping", fmt.Sprintf("s%dw%di%d", si, w, i)))
+					d, err := s.Allow(context.Background(), One(p, "hot", t0, "GET /ping", fmt.Sprintf("s%dw%di%d", si, w, i)))
 					if err != nil {
 						t.Errorf("allow: %v", err)
 						return
@@ -353,7 +358,7 @@ func concurrentHandles(t *testing.T, h Harness) {
 
 func failures(t *testing.T, h Harness) {
 	s := h.Broken(t)
-	if _, err := s.Allow(context.Background(), limiter.One(ping, "k", t0, "", "")); !errors.Is(err, limiter.ErrUnavailable) {
+	if _, err := s.Allow(context.Background(), One(ping, "k", t0, "", "")); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Errorf("Allow on a broken store = %v, want ErrUnavailable", err)
 	}
 	if _, err := s.Usage(context.Background(), ping, "k", t0); !errors.Is(err, limiter.ErrUnavailable) {

@@ -7,14 +7,14 @@ import (
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
-// Configured returns the Options that cfg describes for a /ping handler on
+// FromConfig returns the Options that cfg describes for a /ping handler on
 // store: cfg's policies and fail mode; with REJECT_CACHE=on, store behind
 // a RejectCache, so that keys already denied are denied again from memory;
 // with METRICS=emf, EMF lines written to metricsOut (stdout, which
 // CloudWatch Logs ingests). The caller adds Routes, Caller and Logger. The
 // ping function and the local server both start from it, so they decide
 // alike.
-func Configured(cfg limiter.Config, store limiter.Store, metricsOut io.Writer) Options {
+func FromConfig(cfg limiter.Config, store limiter.Store, metricsOut io.Writer) Options {
 	opts := Options{Store: store, Rules: cfg.Rules, FailMode: cfg.FailMode}
 	if cfg.RejectCache {
 		opts.Store = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// checkConfig reads the configuration as the server would and prints the
+// whole of it that takes effect, returning 0; or prints every problem to
+// errOut and returns 2. It also says whether the Lambda functions would
+// accept the same variables (with the DB_PATH the template gives them),
+// which is how a POLICIES value is tried before it is deployed.
+func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
+	c, err := readConfig(getenv)
+	if err != nil {
+		fmt.Fprintln(errOut, "local-api:", err)
+		return 2
+	}
+	describeConfig(out, c)
+	if getenv("POLICIES") != "" && (getenv("RATE_LIMIT") != "" || getenv("WINDOW_SECONDS") != "") {
+		fmt.Fprintln(out, "(POLICIES replaces RATE_LIMIT and WINDOW_SECONDS, which are ignored)")
+	}
+	_, err = limiter.ConfigFromEnv(func(k string) string {
+		if v := getenv(k); v != "" || k != "DB_PATH" {
+			return v
+		}
+		return "/mnt/efs/ratelimit.db"
+	})
+	if err != nil {
+		fmt.Fprintln(out, "The Lambda functions would refuse it:"+strings.TrimPrefix(err.Error(), "invalid configuration:"))
+	} else {
+		fmt.Fprintln(out, "The Lambda functions would accept it.")
+	}
+	return 0
+}
+
+// describeConfig prints c as a person checking it reads it.
+func describeConfig(w io.Writer, c config) {
+	s := c.Store
+	switch s.Kind {
+	case limiter.StoreDynamoDB:
+		fmt.Fprintf(w, "store: dynamodb, table %s, endpoint %s\n", s.Table, orDefault(s.Endpoint, "AWS"))
+	default:
+		fmt.Fprintf(w, "store: sqlite, %s, journal %s\n", s.Path, s.JournalMode)
+	}
+	fmt.Fprintf(w, "busy timeout: %v\nfail mode: %s\nreject cache: %s\naudit retention: %s\n",
+		s.BusyTimeout, c.FailMode, onOff(c.RejectCache), retention(s))
+	fmt.Fprintf(w, "metrics: %s\n", metricsLine(c.Config))
+	fmt.Fprintf(w, "listen: %s\nprune every: %v\npolicies:\n", c.Addr, c.PruneInterval)
+	for _, r := range c.Rules {
+		fmt.Fprintln(w, "  "+describe(r))
+	}
+}
+
+// describe says what a rule limits.
+func describe(r limiter.Rule) string {
+	p, shadow := r.Policy, ""
+	if p.Shadow {
+		shadow = " shadow"
+	}
+	return fmt.Sprintf("%s: %d per %v, %s window, key %s, routes %v%s", p.Name, p.Limit, p.Window, p.Algorithm, r.KeySource, r.Routes, shadow)
+}
+
+func retention(s limiter.StoreConfig) string {
+	if s.AuditRetention == 0 {
+		return "forever"
+	}
+	return s.AuditRetention.String()
+}
+
+func metricsLine(c limiter.Config) string {
+	if !c.Metrics {
+		return "off"
+	}
+	return "emf, namespace " + orDefault(c.MetricsNamespace, "RateLimit")
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

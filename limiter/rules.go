@@ -1,0 +1,167 @@
+package limiter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultPolicyName names the seed's policy, from RATE_LIMIT and
+// WINDOW_SECONDS. Its counters are stored under the client key exactly.
+const DefaultPolicyName = "ping"
+
+// DefaultRoute is the route a rule limits when it names none: the seed's
+// one rate-limited route.
+const DefaultRoute = "/ping"
+
+// Rule is a policy and where it applies: the routes it limits and how each
+// request's key is found.
+type Rule struct {
+	Policy    Policy
+	KeySource KeySource
+	Routes    []string
+}
+
+// ruleJSON is one element of POLICIES.
+type ruleJSON struct {
+	Name      string   `json:"name"`
+	Limit     int64    `json:"limit"`
+	Window    string   `json:"window"`
+	Algorithm string   `json:"algorithm"`
+	Key       string   `json:"key"`
+	Routes    []string `json:"routes"`
+	Shadow    bool     `json:"shadow"`
+}
+
+// ParseRules reads POLICIES: a JSON array of
+// {"name", "limit", "window", "algorithm", "key", "routes", "shadow"}.
+// window is a duration ("60s", "24h") or days ("30d"); algorithm is fixed
+// (default) or sliding; key a CLIENT_KEY_SOURCE (default: defaultKey);
+// routes default to [DefaultRoute]. A policy named DefaultPolicyName keeps
+// the seed's counters, under the client key exactly; the others' are
+// namespaced by their names. Every problem is reported, in the JSON's
+// terms.
+func ParseRules(v string, defaultKey KeySource) ([]Rule, error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal([]byte(v), &elems); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return nil, fmt.Errorf("found %s; POLICIES is a JSON array of policies, [{...}, ...]", typ.Value)
+		}
+		return nil, fmt.Errorf("not a JSON array of policies: %v", jsonProblem(err))
+	}
+	if len(elems) == 0 {
+		return nil, errors.New("no policies")
+	}
+	var errs []error
+	seen := map[string]bool{}
+	rules := make([]Rule, len(elems))
+	for i, elem := range elems {
+		var r ruleJSON
+		dec := json.NewDecoder(bytes.NewReader(elem))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			errs = append(errs, fmt.Errorf("policy %d: %v", i+1, jsonProblem(err)))
+			continue
+		}
+		if seen[r.Name] {
+			errs = append(errs, fmt.Errorf("policy %q is named twice", r.Name))
+		}
+		seen[r.Name] = true
+		var problems []error
+		rules[i], problems = r.rule(defaultKey)
+		errs = append(errs, problems...)
+	}
+	return rules, errors.Join(errs...)
+}
+
+// rule turns one POLICIES element into a Rule, with every problem found.
+func (r ruleJSON) rule(defaultKey KeySource) (Rule, []error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("policy %q: "+format, append([]any{r.Name}, args...)...))
+	}
+	p := Policy{Name: r.Name, Limit: r.Limit, Algorithm: Algorithm(r.Algorithm), Shadow: r.Shadow, Window: time.Second}
+	if p.Name != DefaultPolicyName {
+		p.Namespace = p.Name
+	}
+	switch w, err := parseSpan(r.Window); {
+	case r.Window == "":
+		bad(`window is required, e.g. "60s" or "1d"`)
+	case err != nil:
+		bad("window: %v", err)
+	case w < time.Second || w > MaxWindow || w%time.Second != 0:
+		bad("window %q is not whole seconds from 1s to 30d", r.Window)
+	default:
+		p.Window = w
+	}
+	if err := p.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	ks := defaultKey
+	if r.Key != "" {
+		var err error
+		if ks, err = ParseKeySource(r.Key); err != nil {
+			bad("key: %v", err)
+		}
+	}
+	routes := r.Routes
+	switch {
+	case routes != nil && len(routes) == 0:
+		bad(`routes is empty; leave it out for ["%s"]`, DefaultRoute)
+	case routes == nil:
+		routes = []string{DefaultRoute}
+	}
+	for _, route := range routes {
+		if route != DefaultRoute {
+			bad("route %q is not one of %v", route, []string{DefaultRoute})
+		}
+	}
+	return Rule{Policy: p, KeySource: ks, Routes: slices.Clone(routes)}, errs
+}
+
+// jsonProblem says what is wrong with a POLICIES value in its terms, not
+// the decoder's Go types.
+func jsonProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &typ) && typ.Field != "":
+		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Int64: "a whole number",
+			reflect.Bool: "true or false", reflect.Slice: "an array"}[typ.Type.Kind()]
+		if want == "" {
+			want = "a " + typ.Type.Kind().String()
+		}
+		return fmt.Sprintf("%q must be %s, not %s", typ.Field, want, typ.Value)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("found %s where a policy object belongs", typ.Value)
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown member " + f + "; members are name, limit, window, algorithm, key, routes, shadow"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// parseSpan reads a Go duration ("60s") or whole days ("30d").
+func parseSpan(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 1 || n > 36500 {
+			return 0, fmt.Errorf("%q is not a whole number of days", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as 60s or 24h, nor days such as 30d", v)
+	}
+	return d, nil
+}
