@@ -34,8 +34,9 @@ type Metrics interface {
 	// Decision records one policy's decision of one request, and how long
 	// the store took (metrics.NoLatency for a decision made from memory).
 	Decision(at time.Time, policy, route, decision string, latency time.Duration)
-	// StoreError records a request the store failed to decide.
-	StoreError(at time.Time, route string)
+	// StoreError records a request the store failed to decide, with the
+	// failure's class (limiter.Fault).
+	StoreError(at time.Time, route string, fault limiter.Fault)
 }
 
 var _ Metrics = (*metrics.EMF)(nil)
@@ -218,8 +219,14 @@ func (a *API) log(req *request, latency time.Duration) {
 	}
 	level := slog.LevelInfo
 	if req.err != nil {
+		// A fault that will not clear by itself (a corrupt file, a newer
+		// schema) needs an operator: ERROR, where a busy lock is a WARN.
+		fault := limiter.FaultOf(req.err)
 		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("error", req.err.Error()))
+		if !fault.Transient() {
+			level = slog.LevelError
+		}
+		attrs = append(attrs, slog.String("error", req.err.Error()), slog.String("fault", string(fault)))
 	}
 	a.opts.Logger.LogAttrs(req.r.Context(), level, "request", attrs...)
 }

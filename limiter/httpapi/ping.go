@@ -103,7 +103,7 @@ func (a *API) ping(req *request) error {
 	if err != nil {
 		req.err = err
 		if a.opts.Metrics != nil {
-			a.opts.Metrics.StoreError(req.now, route)
+			a.opts.Metrics.StoreError(req.now, route, limiter.FaultOf(err))
 		}
 		if a.opts.FailMode == limiter.FailOpen {
 			req.decision = "degraded"

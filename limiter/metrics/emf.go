@@ -10,9 +10,12 @@
 //   - DecisionLatency (Milliseconds), by the same dimensions: how long the
 //     store took to decide the request (not written for denials a
 //     RejectCache made from memory).
-//   - StoreErrors (Count), by Route and with no dimension at all (so one
-//     alarm covers every route): requests the store failed to decide, which
-//     the fail mode answered.
+//   - StoreErrors (Count), by Route, by Fault, and with no dimension at all
+//     (so one alarm covers every route): requests the store failed to
+//     decide, which the fail mode answered. Fault is the failure's class
+//     (limiter.Fault: busy, unavailable, corrupt, schema, journal_mode), so
+//     that an alarm on the classes that do not clear by themselves can say
+//     "corrupt" rather than "busy".
 package metrics
 
 import (
@@ -20,6 +23,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/ft251/ratelimit/limiter"
 )
 
 // DefaultNamespace is the CloudWatch namespace when none is configured.
@@ -91,15 +96,17 @@ func (e *EMF) Decision(at time.Time, policy, route, decision string, latency tim
 	e.write(line)
 }
 
-// StoreError records a request the store failed to decide.
-func (e *EMF) StoreError(at time.Time, route string) {
+// StoreError records a request the store failed to decide, and the class
+// of the failure.
+func (e *EMF) StoreError(at time.Time, route string, fault limiter.Fault) {
 	e.write(map[string]any{
 		"_aws": metadata{Timestamp: at.UnixMilli(), CloudWatchMetrics: []directive{{
 			Namespace:  e.Namespace,
-			Dimensions: [][]string{{"Route"}, {}},
+			Dimensions: [][]string{{"Route"}, {"Fault"}, {}},
 			Metrics:    []metricDef{{"StoreErrors", "Count"}},
 		}}},
 		"Route":       route,
+		"Fault":       string(fault),
 		"StoreErrors": 1,
 	})
 }
