@@ -94,7 +94,7 @@ func versions(ctx context.Context, db *sql.DB) (int, []string, error) {
 		return 0, nil, fmt.Errorf("read schema version: %w", err)
 	}
 	if v > len(all) {
-		return 0, nil, fmt.Errorf("schema version %d is newer than this binary's %d: %w", v, len(all), errFatal)
+		return 0, nil, fmt.Errorf("schema version %d is newer than this binary's %d: %w", v, len(all), errSchema)
 	}
 	return v, all, nil
 }

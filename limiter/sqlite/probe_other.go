@@ -4,17 +4,18 @@ package sqlite
 
 import (
 	"errors"
-	"os"
+	"sync/atomic"
 )
 
 // probe is unavailable without POSIX record locks; the store then polls
 // with SQLite's own lock (see wait.go).
 type probe struct{}
 
-func openProbe(string) (*probe, error)        { return nil, errors.New("lock probe needs POSIX record locks") }
-func (*probe) close()                         {}
-func (*probe) writerActive() bool             { return true }
-func (*probe) othersWaiting() bool            { return false }
-func (*probe) enter()                         {}
-func (*probe) leave()                         {}
-func (*probe) identity() (os.FileInfo, error) { return nil, errors.New("no probe") }
+func openProbe(string, *atomic.Int64) (*probe, error) {
+	return nil, errors.New("lock probe needs POSIX record locks")
+}
+func (*probe) close()              {}
+func (*probe) writerActive() bool  { return true }
+func (*probe) othersWaiting() bool { return false }
+func (*probe) enter()              {}
+func (*probe) leave()              {}

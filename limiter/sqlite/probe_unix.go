@@ -5,6 +5,7 @@ package sqlite
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -31,9 +32,12 @@ type probe struct {
 
 	mu      sync.Mutex
 	waiting int // goroutines of this process in the waiting room
+
+	// failed counts looks at a lock that failed, in the store's Stats.
+	failed *atomic.Int64
 }
 
-func openProbe(path string) (*probe, error) {
+func openProbe(path string, failed *atomic.Int64) (*probe, error) {
 	db, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -43,7 +47,7 @@ func openProbe(path string) (*probe, error) {
 		db.Close()
 		return nil, err
 	}
-	return &probe{db: db, room: room}, nil
+	return &probe{db: db, room: room, failed: failed}, nil
 }
 
 // close must come after the SQLite connection on the same file is closed.
@@ -54,20 +58,23 @@ func (p *probe) close() {
 
 // held reports whether another process holds a lock that conflicts with
 // an exclusive lock on [start, start+n) of f. One F_GETLK: a round trip on
-// NFS, and no lock taken.
-func held(f *os.File, start, n int64) bool {
+// NFS, and no lock taken. A probe that fails says nothing about the lock:
+// false, so that the caller tries SQLite's own lock, which knows; the
+// failure is counted.
+func (p *probe) held(f *os.File, start, n int64) bool {
 	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: start, Len: n}
 	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
-		return true // unknown: let the caller try SQLite's own lock
+		p.failed.Add(1)
+		return false
 	}
 	return lk.Type != syscall.F_UNLCK
 }
 
 // writerActive reports whether another process is writing or committing.
-func (p *probe) writerActive() bool { return held(p.db, pendingByte, 2) }
+func (p *probe) writerActive() bool { return p.held(p.db, pendingByte, 2) }
 
 // othersWaiting reports whether another process is in the waiting room.
-func (p *probe) othersWaiting() bool { return held(p.room, 0, 1) }
+func (p *probe) othersWaiting() bool { return p.held(p.room, 0, 1) }
 
 // enter puts this process in the waiting room; leave takes it out once no
 // goroutine of it waits any more. Errors only cost fairness, not
@@ -89,7 +96,3 @@ func (p *probe) leave() {
 		syscall.FcntlFlock(p.room.Fd(), syscall.F_SETLK, &lk)
 	}
 }
-
-// identity is the file the probe has open, to tell whether the path still
-// names it.
-func (p *probe) identity() (os.FileInfo, error) { return p.db.Stat() }

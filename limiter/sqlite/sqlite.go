@@ -56,8 +56,13 @@ const FileCheckInterval = time.Second
 
 var _ limiter.Store = (*Store)(nil)
 
-// errFatal marks open failures that retrying will not fix.
-var errFatal = errors.New("cannot be used")
+// errSchema and errJournalMode mark failures that retrying will not fix:
+// a schema or layout this binary cannot use, and a journal mode that is
+// not the configured one and would not be switched back.
+var (
+	errSchema      = errors.New("cannot be used")
+	errJournalMode = errors.New("wrong journal mode")
+)
 
 // Open returns a store on the database at cfg.Path. It refuses only what
 // is wrong whatever the file system says (no path, a path that is a
@@ -126,6 +131,14 @@ type handle struct {
 	// per FileCheckInterval: a process configured for WAL that opens the
 	// same file would otherwise switch it, and this store with it.
 	checkMode atomic.Bool
+}
+
+// lockProbe is h's probe, or nil where there is none.
+func (h *handle) lockProbe() *probe {
+	if h == nil {
+		return nil
+	}
+	return h.probe
 }
 
 // close closes the database and then the probe, whose descriptor on the
@@ -202,12 +215,18 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	if err := s.checkPragmas(ctx, db); err != nil {
 		return nil, err
 	}
+	if testHookOpened != nil {
+		testHookOpened(s.path)
+	}
 	if s.cfg.ReadOnly {
 		err = checkVersion(ctx, db)
 	} else {
 		err = migrate(ctx, db)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := refreshSchema(ctx, db); err != nil {
 		return nil, err
 	}
 	file, err := os.Stat(s.path)
@@ -220,11 +239,31 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	}
 	if !s.cfg.ReadOnly && !s.cfg.SQLiteBusyHandler {
 		// Without a probe the store still waits, less fairly (wait.go).
-		if p, err := openProbe(s.path); err == nil {
+		if p, err := openProbe(s.path, &s.wait.probeFailures); err == nil {
 			h.probe = p
 		}
 	}
 	return h, nil
+}
+
+// testHookOpened, when set by a test, runs when open has read the pragmas
+// back and before it migrates: where another cold start may commit.
+var testHookOpened func(path string)
+
+// refreshSchema makes the connection reload the schema if another
+// connection changed it since this one read it. A connection that opened a
+// new, empty file reads its (empty) schema while applying the DSN's
+// pragmas; if another cold start creates the tables and commits before this
+// one reads user_version, migrate finds nothing to do, and PRAGMA
+// user_version does not check the schema cookie: the statements would then
+// be prepared against the empty schema ("no such table"). A SELECT on
+// sqlite_schema checks the cookie and reloads a stale schema.
+func refreshSchema(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	return nil
 }
 
 // checkPragmas reads back what the DSN asked for: a journal mode that
@@ -236,14 +275,14 @@ func (s *Store) checkPragmas(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("read journal mode: %w", err)
 	}
 	if !strings.EqualFold(mode, s.cfg.JournalMode) {
-		return fmt.Errorf("journal mode is %q, not %q: %w", mode, s.cfg.JournalMode, errFatal)
+		return fmt.Errorf("journal mode is %q, not %q: %w", mode, s.cfg.JournalMode, errJournalMode)
 	}
 	var syncLevel int
 	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncLevel); err != nil {
 		return fmt.Errorf("read synchronous: %w", err)
 	}
 	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(s.cfg.JournalMode)]; syncLevel != want {
-		return fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errFatal)
+		return fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errJournalMode)
 	}
 	return nil
 }
@@ -339,14 +378,29 @@ func (s *Store) drop(h *handle) {
 	<-s.mu
 }
 
-// wrap gives a failed call's error its context. Failures that may clear by
-// themselves wrap limiter.ErrUnavailable; a file that is not a database or
-// a schema this binary cannot use does not.
+// wrap gives a failed call's error its context and its class (see
+// limiter.Fault): a lock not granted in time is busy; a file that is not a
+// database or is corrupt, a schema newer than this binary, a journal mode
+// that will not take, are faults an operator must clear; the rest (missing,
+// read-only or full files and directories, I/O errors) may clear by
+// themselves.
 func (s *Store) wrap(op string, err error) error {
-	if isFatal(err) {
-		return fmt.Errorf("sqlite: %s %s: %w", op, s.path, err)
+	return limiter.Failed(fault(err), "sqlite: %s %s: %w", op, s.path, err)
+}
+
+// fault is the class of err.
+func fault(err error) limiter.Fault {
+	switch {
+	case errors.Is(err, errSchema):
+		return limiter.FaultSchema
+	case errors.Is(err, errJournalMode):
+		return limiter.FaultJournalMode
+	case code(err) == sqlite3.SQLITE_NOTADB || code(err) == sqlite3.SQLITE_CORRUPT:
+		return limiter.FaultCorrupt
+	case errors.Is(err, errLockTimeout) || isBusy(err) || errors.Is(err, context.DeadlineExceeded):
+		return limiter.FaultBusy
 	}
-	return fmt.Errorf("%w: %s %s: %w", limiter.ErrUnavailable, op, s.path, err)
+	return limiter.FaultUnavailable
 }
 
 // code is the primary SQLite result code of err, or 0.
@@ -356,20 +410,6 @@ func code(err error) int {
 		return e.Code() & 0xff
 	}
 	return 0
-}
-
-// isFatal reports whether an open failure will recur however often it is
-// retried: the file is not a database, it is corrupt, or the schema or
-// pragmas are wrong for this binary.
-func isFatal(err error) bool {
-	if errors.Is(err, errFatal) {
-		return true
-	}
-	switch code(err) {
-	case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
-		return true
-	}
-	return false
 }
 
 // needsReopen reports whether err means the open handle cannot be trusted

@@ -76,6 +76,8 @@ type waiter struct {
 	// longest is the longest write transaction so far, in nanoseconds.
 	longest atomic.Int64
 	writes  atomic.Int64
+	// probeFailures counts looks at a lock (F_GETLK) that failed.
+	probeFailures atomic.Int64
 }
 
 // observe folds one transaction's lock hold time into the average.
@@ -142,16 +144,21 @@ type Stats struct {
 	// process held the lock (one prune batch, in a pruning process).
 	Writes       int64
 	LongestWrite time.Duration
+	// ProbeFailures counts looks at the lock that failed (a descriptor
+	// that is not open, an NFS error): each was taken for a free lock, and
+	// SQLite's own lock tried instead.
+	ProbeFailures int64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	return Stats{
-		BusyRetries:  s.wait.retries.Load(),
-		Probes:       s.wait.probes.Load(),
-		Yields:       s.wait.yields.Load(),
-		Writes:       s.wait.writes.Load(),
-		LongestWrite: time.Duration(s.wait.longest.Load()),
+		BusyRetries:   s.wait.retries.Load(),
+		Probes:        s.wait.probes.Load(),
+		Yields:        s.wait.yields.Load(),
+		Writes:        s.wait.writes.Load(),
+		LongestWrite:  time.Duration(s.wait.longest.Load()),
+		ProbeFailures: s.wait.probeFailures.Load(),
 	}
 }
 
@@ -173,49 +180,79 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 // the call tried once more on a fresh one, so the first request after such
 // a fault clears succeeds. Any other sign that the file is in trouble drops
 // the handle for the next call.
+//
+// A call that waits watches the lock through the probe of the handle it
+// found busy, and keeps its reference to that handle until it stops
+// watching: a handle retired meanwhile (its file was replaced, say) is
+// closed only then, so its probe's descriptors are never polled after
+// they are closed, nor once their numbers belong to another file.
 func (s *Store) do(ctx context.Context, op string, fn func(*handle) error) error {
 	start := time.Now()
 	reopened := false
-	var room *probe // the waiting room this call stepped into
-	defer func() {
-		if room != nil {
-			room.leave()
-		}
-	}()
+	var watched *handle // the handle whose lock this call watches, referenced
+	defer func() { s.stopWatching(watched) }()
 	for {
 		h, err := s.acquire(ctx)
 		if err == nil {
 			err = fn(h)
-			s.release(h)
 		}
 		if err == nil {
+			s.release(h)
 			return nil
 		}
 		if h != nil && needsReopen(err) {
 			s.drop(h)
 			if code(err) == sqlite3.SQLITE_READONLY && !reopened {
 				reopened = true
+				s.release(h)
 				continue
 			}
 		}
 		if !isBusy(err) || s.cfg.SQLiteBusyHandler {
+			if h != nil {
+				s.release(h)
+			}
 			return s.wrap(op, err)
 		}
-		var p *probe
-		if h != nil {
-			p = h.probe
-		}
-		if p != nil && room == nil {
-			room = p
-			room.enter()
-		}
-		if err := s.waitTurn(ctx, p, start); err != nil {
+		watched = s.watch(watched, h)
+		if err := s.waitTurn(ctx, watched.lockProbe(), start); err != nil {
 			if errors.Is(err, errLockTimeout) {
 				err = fmt.Errorf("%w (%v)", errLockTimeout, s.cfg.BusyTimeout)
 			}
 			return s.wrap(op, err)
 		}
 	}
+}
+
+// watch makes h, which a call found busy and holds a reference to, the
+// handle it watches while it waits, in place of the one it watched (if
+// another), and enters h's waiting room. A call that found the lock busy
+// while opening has no handle yet, and goes on watching what it watched.
+func (s *Store) watch(watched, h *handle) *handle {
+	switch {
+	case h == nil:
+		return watched
+	case watched == h:
+		s.release(h) // the call already holds a reference to it
+		return h
+	}
+	s.stopWatching(watched)
+	if h.probe != nil {
+		h.probe.enter()
+	}
+	return h
+}
+
+// stopWatching leaves h's waiting room and gives back the reference the
+// watch held.
+func (s *Store) stopWatching(h *handle) {
+	if h == nil {
+		return
+	}
+	if h.probe != nil {
+		h.probe.leave()
+	}
+	s.release(h)
 }
 
 // waitTurn sleeps until the lock looks free (with a probe) or for one
@@ -300,7 +337,7 @@ func (s *Store) checkJournalMode(ctx context.Context, tx *sql.Tx, h *handle) err
 	}
 	if !strings.EqualFold(mode, s.cfg.JournalMode) {
 		s.drop(h) // reopening sets the configured mode again, or fails
-		return fmt.Errorf("journal mode changed to %q under the store, not %q: %w", mode, s.cfg.JournalMode, errFatal)
+		return fmt.Errorf("journal mode changed to %q under the store, not %q: %w", mode, s.cfg.JournalMode, errJournalMode)
 	}
 	return nil
 }
