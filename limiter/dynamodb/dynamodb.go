@@ -1,0 +1,131 @@
+// Package dynamodb keeps the limiter's counters and audit records in one
+// DynamoDB table, for deployments that outgrow one SQLite file.
+//
+// Table: partition key pk and sort key sk, both strings, with time to live
+// on the number attribute expires_at. Every pk starts with the kind of item
+// and a unit separator (U+001F), which no client key may contain (see
+// limiter.ValidKey), so no client key can name another kind of item, nor
+// another key's:
+//
+//   - A counter is pk = "counter" U+001F the policy's store key, sk =
+//     "window#" + the window start, with count, window_seconds and
+//     expires_at = window end + one window, so that DynamoDB deletes it
+//     once no decision can need it (the previous window stays).
+//   - An audit record is pk = "call" U+001F client key U+001F window start,
+//     sk = called_at + "#" + request id + "#" + a random suffix, with key,
+//     window_start, called_at, route, request_id and, when AUDIT_RETENTION
+//     is set, expires_at = called_at + the retention. Records of one key and
+//     window share a partition, so one Query lists them.
+//
+// # One decision
+//
+// An attempt is one TransactWriteItems: for each policy, add 1 to its
+// counter, on condition, for a policy that is not a shadow, that the count
+// is below what the policy allows (the limit; for a sliding policy, the
+// limit less the previous window's weighted count, read first: that window
+// no longer changes), and put the audit record. All happen or none, so every
+// allowed attempt has exactly one audit record and there is none for an
+// attempt that was not counted, whatever crashes in between. When a
+// condition fails, a policy is at its limit: a second transaction counts
+// the attempt under every policy, all or none, and the attempt is denied.
+// A transaction returns no values, so the counts are then read back, every
+// policy's in one strongly consistent BatchGetItem; they may include
+// attempts that raced in after this one, and the decision stands.
+//
+// # Writes are applied once
+//
+// Every write is a TransactWriteItems, which carries a ClientRequestToken:
+// DynamoDB applies a repeat of a call with the same token once. The SDK
+// fills the token in once per call and keeps it for its own retries, so a
+// call whose answer was lost (a connection reset after DynamoDB applied it)
+// is repeated safely. The store's own retries follow the same rule: after
+// an answer that says the write was not applied (a transaction cancelled
+// by a conflict or throttling, throughput exceeded) it sends a new call;
+// while the first call with a token may still be running
+// (TransactionInProgressException) it repeats that call, token and all;
+// after any other failure, whose outcome it cannot know, it sends nothing
+// more and the fail mode answers.
+//
+// Conflicts and throttling are tried again until BusyTimeout or the
+// request's deadline. One hot key is bounded by its partition's write
+// throughput, about 1,000 write units a second, and a transactional write
+// costs two: about 500 allowed decisions per second for a single key.
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Store is a limiter.Store on a DynamoDB table. It is safe for simultaneous
+// use by multiple goroutines and processes.
+type Store struct {
+	client *dynamodb.Client
+	cfg    limiter.StoreConfig
+}
+
+var _ limiter.Store = (*Store)(nil)
+
+// Open returns a store on cfg.Table. It makes no request: Ready checks the
+// table, and a missing table or an unreachable endpoint shows in every call
+// as limiter.ErrUnavailable. opts adjust the AWS SDK's configuration (tests
+// give static credentials).
+func Open(ctx context.Context, cfg limiter.StoreConfig, opts ...func(*config.LoadOptions) error) (*Store, error) {
+	if cfg.Table == "" {
+		return nil, errors.New("dynamodb: no table name")
+	}
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = limiter.DefaultBusyTimeout
+	}
+	// The SDK's own retries stay short, well inside a request's budget;
+	// the store's loop (see write.go) decides when to give up.
+	opts = append([]func(*config.LoadOptions) error{config.WithRetryer(func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 2
+			o.MaxBackoff = 50 * time.Millisecond
+		})
+	})}, opts...)
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: AWS configuration: %w", err)
+	}
+	client := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+	})
+	return &Store{client: client, cfg: cfg}, nil
+}
+
+// Ready checks that the table exists and the credentials may reach it,
+// with one DescribeTable. Any failure is transient: a table created later,
+// or credentials fixed later, let the store serve without a restart.
+func (s *Store) Ready(ctx context.Context) error {
+	return s.retry(ctx, "describe table", func(ctx context.Context) error {
+		_, err := s.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.cfg.Table})
+		return err
+	})
+}
+
+// Close releases nothing: the SDK's client needs no closing.
+func (s *Store) Close() error { return nil }
+
+// Client is the DynamoDB client, for tests and tools that inspect the table.
+func (s *Store) Client() *dynamodb.Client { return s.client }
+
+// Prune deletes nothing: DynamoDB's time to live expires counters one
+// window after their window ends, and audit records AUDIT_RETENTION after
+// they were made. (Expired items may linger for a while until DynamoDB
+// gets to them; no read ever needs them.)
+func (s *Store) Prune(context.Context, time.Time, time.Time) (limiter.Pruned, error) {
+	return limiter.Pruned{}, nil
+}

@@ -1,0 +1,62 @@
+package dynamodb
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Attribute names.
+const (
+	attrPK      = "pk"
+	attrSK      = "sk"
+	attrCount   = "count"
+	attrWindow  = "window_seconds"
+	attrExpires = "expires_at"
+)
+
+// sep separates the parts of a partition key. limiter.ValidKey refuses
+// control characters, so no client key holds it: a key can neither pass
+// for another kind of item nor run into the next part.
+const sep = "\x1f"
+
+// Kinds of item, the first part of every partition key.
+const (
+	kindCounter = "counter"
+	kindCall    = "call"
+)
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func num(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// CounterPartition is the partition key of key's counters under p.
+func CounterPartition(p limiter.Policy, key string) string {
+	return kindCounter + sep + p.StoreKey(key)
+}
+
+// CounterKey is the primary key of key's counter under p in the window
+// that starts at windowStart.
+func CounterKey(p limiter.Policy, key string, windowStart time.Time) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK: str(CounterPartition(p, key)),
+		attrSK: str("window#" + limiter.FormatWindow(windowStart)),
+	}
+}
+
+// AuditPartition is the partition key of key's audit records in a window.
+func AuditPartition(key string, windowStart time.Time) string {
+	return kindCall + sep + key + sep + limiter.FormatWindow(windowStart)
+}
+
+func countOf(item map[string]types.AttributeValue) (int64, error) {
+	v, ok := item[attrCount].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, nil // no counter yet
+	}
+	return strconv.ParseInt(v.Value, 10, 64)
+}

@@ -1,0 +1,124 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// errConditionFailed is what transact returns when a condition of the
+// transaction failed: nothing was written.
+var errConditionFailed = errors.New("a condition failed")
+
+// outcome is what an answer to a write says about it.
+type outcome int
+
+const (
+	applied    outcome = iota
+	notApplied         // cancelled by a failed condition: final
+	tryAgain           // not applied (a conflict, throttling): a new call may be sent
+	stillOpen          // the first call with this token may still run: repeat it
+	unknown            // the write may or may not have been applied, or never will be
+)
+
+// outcomeOf reads DynamoDB's answer to a TransactWriteItems.
+func outcomeOf(err error) outcome {
+	var tce *types.TransactionCanceledException
+	var inProgress *types.TransactionInProgressException
+	switch {
+	case err == nil:
+		return applied
+	case errors.As(err, &tce):
+		again := false
+		for _, r := range tce.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "ConditionalCheckFailed":
+				return notApplied
+			case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+				again = true
+			}
+		}
+		if again {
+			return tryAgain
+		}
+		return unknown // a validation error: sending it again changes nothing
+	case errors.As(err, &inProgress):
+		return stillOpen
+	case throttled(err):
+		return tryAgain
+	}
+	return unknown
+}
+
+// throttled reports errors that say a request was refused for throughput,
+// and not applied.
+func throttled(err error) bool {
+	var throughput *types.ProvisionedThroughputExceededException
+	var limit *types.RequestLimitExceeded
+	return errors.As(err, &throughput) || errors.As(err, &limit) ||
+		retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
+}
+
+// transact writes items in one transaction, applied once (see the package
+// comment): nil when it was applied, errConditionFailed when a condition
+// failed, or a store error.
+func (s *Store) transact(ctx context.Context, op string, items []types.TransactWriteItem) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
+	defer cancel()
+	// The SDK sets the input's ClientRequestToken on the first call; a
+	// repeat of this input carries it.
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: items}
+	for try := 1; ; try++ {
+		_, err := s.client.TransactWriteItems(ctx, in)
+		switch outcomeOf(err) {
+		case applied:
+			return nil
+		case notApplied:
+			return errConditionFailed
+		case tryAgain:
+			in = &dynamodb.TransactWriteItemsInput{TransactItems: items} // a new call: a new token
+		case stillOpen:
+		default:
+			return s.failed(limiter.FaultUnavailable, op, try, err)
+		}
+		if err := pause(ctx); err != nil {
+			return s.failed(limiter.FaultBusy, op, try, err)
+		}
+	}
+}
+
+// retry runs a read until it succeeds, fails other than by throttling, or
+// the budget or ctx runs out.
+func (s *Store) retry(ctx context.Context, op string, read func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
+	defer cancel()
+	for try := 1; ; try++ {
+		err := read(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case !throttled(err):
+			return s.failed(limiter.FaultUnavailable, op, try, err)
+		}
+		if err := pause(ctx); err != nil {
+			return s.failed(limiter.FaultBusy, op, try, err)
+		}
+	}
+}
+
+// pause sleeps a jittered 5 to 50 ms between tries, or fails when ctx ends.
+func pause(ctx context.Context) error {
+	return limiter.Sleep(ctx, time.Duration(5+rand.IntN(45))*time.Millisecond)
+}
+
+func (s *Store) failed(f limiter.Fault, op string, tries int, err error) error {
+	return limiter.Failed(f, "dynamodb: %s %s (%d tries): %w", op, s.cfg.Table, tries, err)
+}
