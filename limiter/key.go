@@ -3,6 +3,7 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -14,10 +15,14 @@ const MaxKeyBytes = 256
 var ErrInvalidKey = errors.New("invalid client key")
 
 // ValidKey reports why key cannot be a client key, or nil. A key is 1 to
-// MaxKeyBytes bytes of valid UTF-8 without control characters, bidi
-// controls included. Keys are
-// stored and echoed exactly, so rejecting is the only safe answer to bytes
-// that a JSON response or a log line would have to alter.
+// MaxKeyBytes bytes of valid UTF-8 without control characters (bidi
+// controls included) and without U+FFFD. Keys are stored and echoed
+// exactly, so rejecting is the only safe answer to bytes that a JSON
+// response or a log line would have to alter. U+FFFD, the replacement
+// character, is what a decoder writes in place of bytes that are not
+// UTF-8: Lambda's JSON decoding of an event turns a raw 0xFF or a lone
+// surrogate into it before the handler sees the key, so distinct raw keys
+// would share one counter. Refusing it answers such keys alike everywhere.
 func ValidKey(key string) error {
 	switch {
 	case key == "":
@@ -26,6 +31,8 @@ func ValidKey(key string) error {
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyBytes)
 	case !utf8.ValidString(key):
 		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
+	case strings.ContainsRune(key, utf8.RuneError):
+		return fmt.Errorf("%w: contains U+FFFD, which stands for bytes that were not UTF-8", ErrInvalidKey)
 	}
 	for _, r := range key {
 		if unicode.IsControl(r) || isBidiControl(r) {

@@ -91,5 +91,5 @@ func clientKey(r *http.Request, c Caller, src limiter.KeySource) (string, error)
 func invalidKey(err error) *Problem {
 	why := strings.TrimPrefix(err.Error(), limiter.ErrInvalidKey.Error()+": ")
 	return problem(http.StatusBadRequest, TypeInvalidKey,
-		"The client key is not acceptable: "+why+". Keys are 1 to 256 bytes of UTF-8 without control characters.")
+		"The client key is not acceptable: "+why+". Keys are 1 to 256 bytes of UTF-8 without control characters or U+FFFD.")
 }
