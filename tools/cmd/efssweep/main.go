@@ -147,12 +147,13 @@ func parseModel(s string) (rd, wr time.Duration, err error) {
 }
 
 // build compiles the tools the sweep runs, so that no `go run` overhead
-// lands inside a measurement.
+// lands inside a measurement. It names them by import path, not ./cmd/NAME,
+// so that it works from any directory inside the tools module.
 func build(dir string) map[string]string {
 	bins := map[string]string{}
 	for _, name := range []string{"latencyfs", "loadtest"} {
 		bins[name] = filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", bins[name], "./cmd/"+name)
+		cmd := exec.Command("go", "build", "-o", bins[name], "github.com/ft251/ratelimit/tools/cmd/"+name)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		check(cmd.Run())
 	}
