@@ -3,9 +3,9 @@
 // these calls is a network round trip, so their number, not CPU time, is
 // what a decision costs there.
 //
-//	go run ./cmd/fsops            # needs strace (Debian package strace)
-//	go run ./cmd/fsops -n 500 -modes DELETE,TRUNCATE,PERSIST,WAL
-//	go run ./cmd/fsops -modes DELETE -policies '[{"name":"ping",...},...]'
+//	go -C tools run ./cmd/fsops            # needs strace (Debian package strace)
+//	go -C tools run ./cmd/fsops -n 500 -modes DELETE,TRUNCATE,PERSIST,WAL
+//	go -C tools run ./cmd/fsops -modes DELETE -policies '[{"name":"ping",...},...]'
 //
 // -policies decides each request under those policies (POLICIES syntax)
 // instead of the one /ping policy, to see what each further policy costs.

@@ -1,12 +1,15 @@
 // Command efssweep measures the rate limiter on a model of EFS: for each
-// per-operation latency it mounts cmd/latencyfs, runs cmd/loadtest for each
-// number of processes (Lambda execution environments) on one database file
-// on the mount, reads the file-system operations each decision made, and
-// writes the results as JSON and a chart of decisions/s against latency.
+// per-operation latency it mounts tools/cmd/latencyfs, runs
+// tools/cmd/loadtest for each number of processes (Lambda execution
+// environments) on one database file on the mount, reads the file-system
+// operations each decision made, and writes the results as JSON and a chart
+// of decisions/s against latency. From the repository root:
 //
-//	sudo go run ./cmd/efssweep                       # as root: it mounts FUSE
-//	go run ./cmd/efssweep -latencies 0,500us,2.7ms -procs 1,2,4,8 -duration 10s \
-//	    -json docs/efs-sweep.json -png docs/efs-throughput.png
+//	sudo go -C tools run ./cmd/efssweep       # as root: it mounts FUSE
+//	go -C tools run ./cmd/efssweep -latencies 0,500us,2.7ms -procs 1,2,4,8 -duration 10s \
+//	    -json ../docs/efs-sweep.json -png ../docs/efs-throughput.png
+//
+// go -C runs it in tools/, so relative paths in its arguments start there.
 //
 // A latency is either one duration for every operation or READ/WRITE, such
 // as 250us/2.7ms, for read-class and write-class operations apart. Each
@@ -147,12 +150,13 @@ func parseModel(s string) (rd, wr time.Duration, err error) {
 }
 
 // build compiles the tools the sweep runs, so that no `go run` overhead
-// lands inside a measurement.
+// lands inside a measurement. It names them by import path, not ./cmd/NAME,
+// so that it works from any directory inside the tools module.
 func build(dir string) map[string]string {
 	bins := map[string]string{}
 	for _, name := range []string{"latencyfs", "loadtest"} {
 		bins[name] = filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", bins[name], "./cmd/"+name)
+		cmd := exec.Command("go", "build", "-o", bins[name], "github.com/ft251/ratelimit/tools/cmd/"+name)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		check(cmd.Run())
 	}

@@ -2,7 +2,7 @@
 // each with its own store handle on one SQLite file, as that many Lambda
 // execution environments would, and checks that every count is exact.
 //
-//	go run ./cmd/loadtest -procs 1,2,4,8 -clients 4 -keys 16 -duration 10s
+//	go -C tools run ./cmd/loadtest -procs 1,2,4,8 -clients 4 -keys 16 -duration 10s
 //
 // Each process runs -clients goroutines that call the /ping handler (or,
 // with -via store, the store alone) for -duration, spreading attempts over
@@ -12,8 +12,8 @@
 // key and window, the stored count equals the attempts counted, the allowed
 // ones equal min(attempts, limit), and so do the audit rows.
 //
-// Point -db at a file on the latency file system (cmd/latencyfs) to see the
-// same on a model of EFS.
+// Point -db at a file on the latency file system (tools/cmd/latencyfs) to
+// see the same on a model of EFS.
 package main
 
 import (

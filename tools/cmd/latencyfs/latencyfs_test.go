@@ -662,7 +662,7 @@ func TestParseFlags(t *testing.T) {
 // has it open. The first case runs on the backing disk without FUSE, for a
 // baseline:
 //
-//	go test -run '^$' -bench SQLiteDecision -benchtime 50x ./cmd/latencyfs
+//	go -C tools test -run '^$' -bench SQLiteDecision -benchtime 50x ./cmd/latencyfs
 func BenchmarkSQLiteDecisionOnLatencyFS(b *testing.B) {
 	for _, bc := range []struct {
 		name string
