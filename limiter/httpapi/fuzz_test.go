@@ -16,7 +16,6 @@ package httpapi_test
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"maps"
@@ -37,21 +36,22 @@ import (
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // fuzzPolicy is the /ping policy of the fuzz targets: few enough requests
 // that repeated inputs reach 429.
-var fuzzPolicy = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+var fuzzPolicy = pingPolicy
+
+// fuzzRules put fuzzPolicy on /ping, keyed by the X-Client-Key header.
+var fuzzRules = pingRules(limiter.KeySource{Kind: limiter.KeyFromHeader})
 
 // checkedStore is a real SQLite store in a temporary directory, opened once
-// per fuzz target rather than per input, with a second connection to the same
-// file that reads back what the store wrote.
+// per fuzz target rather than per input, with a second, read-only
+// connection to the same file that reads back what the store wrote.
 type checkedStore struct {
 	store *sqlite.Store
-	// db is a second, read-only connection to the store's file. It keeps
-	// one connection open for good, so that PRAGMA data_version, which
-	// changes when another connection commits, compares like with like.
-	db *sql.DB
+	db    *sql.DB // sqlitetest.Inspect: one connection, kept open
 }
 
 func openCheckedStore(tb testing.TB) *checkedStore {
@@ -62,43 +62,18 @@ func openCheckedStore(tb testing.TB) *checkedStore {
 // openCheckedStoreIn opens the store with the given journal mode.
 func openCheckedStoreIn(tb testing.TB, journalMode string) *checkedStore {
 	tb.Helper()
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{
-		Path: filepath.Join(tb.TempDir(), "rl.db"), JournalMode: journalMode, BusyTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: s.Path()}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	tb.Cleanup(func() { db.Close() })
-	return &checkedStore{store: s, db: db}
+	s := sqlitetest.Open(tb, limiter.StoreConfig{JournalMode: journalMode, BusyTimeout: 5 * time.Second})
+	return &checkedStore{store: s, db: sqlitetest.Inspect(tb, s.Path())}
 }
 
 func (c *checkedStore) int(tb testing.TB, query string, args ...any) int64 {
 	tb.Helper()
-	var n int64
-	if err := c.db.QueryRow(query, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return sqlitetest.QueryInt(tb, c.db, query, args...)
 }
 
-// tables is how many rows each table holds.
-type tables struct{ windows, calls int64 }
-
-func (c *checkedStore) tables(tb testing.TB) tables {
+func (c *checkedStore) tables(tb testing.TB) sqlitetest.Rows {
 	tb.Helper()
-	return tables{
-		windows: c.int(tb, `SELECT count(*) FROM rate_limit_windows`),
-		calls:   c.int(tb, `SELECT count(*) FROM api_calls`),
-	}
+	return sqlitetest.CountRows(tb, c.db)
 }
 
 // dataVersion changes whenever another connection has committed a change to
@@ -109,17 +84,10 @@ func (c *checkedStore) dataVersion(tb testing.TB) int64 {
 }
 
 // stored reports the counter row of key in the window of now, matching the
-// key's bytes exactly (hex), not through any collation or driver conversion:
-// how many rows match, and the count of the row.
+// key's bytes exactly: how many rows match, and the count of the row.
 func (c *checkedStore) stored(tb testing.TB, key string) (rows, count int64) {
 	tb.Helper()
-	x := strings.ToUpper(hex.EncodeToString([]byte(key)))
-	w := limiter.FormatWindow(limiter.WindowStart(now, fuzzPolicy.Window))
-	rows = c.int(tb, `SELECT count(*) FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = ?2`, x, w)
-	if rows == 1 {
-		count = c.int(tb, `SELECT count FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = ?2`, x, w)
-	}
-	return rows, count
+	return sqlitetest.Counter(tb, c.db, key, limiter.WindowStart(now, fuzzPolicy.Window))
 }
 
 // answer is a response from either path: httptest or the Lambda adapter.
@@ -148,7 +116,7 @@ func fromEvent(r events.APIGatewayV2HTTPResponse) answer {
 // X-Client-Key value: a 400 invalid-key problem that wrote nothing, or a 200
 // or 429 for the key exactly as sent, whose counter row holds the key
 // byte for byte. An empty header means the fallback key.
-func checkKeyAnswer(t *testing.T, c *checkedStore, path, sent string, a answer, before tables) {
+func checkKeyAnswer(t *testing.T, c *checkedStore, path, sent string, a answer, before sqlitetest.Rows) {
 	t.Helper()
 	// Spaces and tabs around the value are not part of the key (net/http
 	// trims them before the handler; the handler trims the raw value API
@@ -184,8 +152,8 @@ func checkKeyAnswer(t *testing.T, c *checkedStore, path, sent string, a answer, 
 		if body["count"] != float64(count) || count < 1 || count > fuzzPolicy.Limit {
 			t.Fatalf("%s: key %q: body count %v, stored count %d", path, sent, body["count"], count)
 		}
-		if after.calls != before.calls+1 {
-			t.Fatalf("%s: key %q: allowed, but audit rows went from %d to %d", path, sent, before.calls, after.calls)
+		if after.Calls != before.Calls+1 {
+			t.Fatalf("%s: key %q: allowed, but audit rows went from %d to %d", path, sent, before.Calls, after.Calls)
 		}
 	case http.StatusTooManyRequests:
 		detail := "Rate limit of 3 requests per 60s exceeded for key '" + want + "'."
@@ -195,13 +163,13 @@ func checkKeyAnswer(t *testing.T, c *checkedStore, path, sent string, a answer, 
 		if ra, err := strconv.Atoi(a.header("Retry-After")); err != nil || ra < 1 {
 			t.Fatalf("%s: key %q: Retry-After %q", path, sent, a.header("Retry-After"))
 		}
-		if count <= fuzzPolicy.Limit || after.calls != before.calls {
-			t.Fatalf("%s: key %q: rejected at stored count %d with audit rows %d -> %d", path, sent, count, before.calls, after.calls)
+		if count <= fuzzPolicy.Limit || after.Calls != before.Calls {
+			t.Fatalf("%s: key %q: rejected at stored count %d with audit rows %d -> %d", path, sent, count, before.Calls, after.Calls)
 		}
 	default:
 		t.Fatalf("%s: valid key %q: %d %s, want 200 or 429", path, sent, a.status, a.body)
 	}
-	if d := after.windows - before.windows; d != 0 && d != 1 {
+	if d := after.Windows - before.Windows; d != 0 && d != 1 {
 		t.Fatalf("%s: key %q: one request added %d counter rows", path, sent, d)
 	}
 }
@@ -226,12 +194,12 @@ func FuzzClientKey(f *testing.F) {
 
 	local := openCheckedStore(f)
 	localAPI := httpapi.New(httpapi.Options{
-		Store: local.store, Policy: fuzzPolicy, KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
+		Store: local.store, Rules: fuzzRules,
 		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler),
 	})
 	remote := openCheckedStore(f)
 	lambdaHandler := awslambda.HTTP(httpapi.New(httpapi.Options{
-		Store: remote.store, Policy: fuzzPolicy, KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
+		Store: remote.store, Rules: fuzzRules,
 		Now: func() time.Time { return now }, Caller: awslambda.Caller, Logger: slog.New(slog.DiscardHandler),
 	}))
 	fixture, err := os.ReadFile(filepath.Join("..", "..", "events", "ping.json"))
@@ -288,7 +256,7 @@ func FuzzStatusQuery(f *testing.F) {
 
 	c := openCheckedStore(f)
 	api := httpapi.New(httpapi.Options{
-		Store: c.store, Policy: fuzzPolicy, KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
+		Store: c.store, Rules: fuzzRules,
 		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler),
 	})
 	// Give some keys a count, and show that the write check sees writes: a
