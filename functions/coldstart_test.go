@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 )
 
 var initReport = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
@@ -29,9 +31,9 @@ func BenchmarkColdStart(b *testing.B) {
 				}
 				dir := b.TempDir()
 				var total time.Duration
-				event := fixture(b, "ping.json")
+				event := lambdatest.Event(b, "ping.json")
 				if fn == "prune" {
-					event = fixture(b, "prune.json")
+					event = lambdatest.Event(b, "prune.json")
 				}
 				for range b.N {
 					e := startEmulator(b, variant, "DB_PATH="+dir+"/rl.db")

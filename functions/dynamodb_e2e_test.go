@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/dynamodb"
 	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
 )
@@ -36,22 +37,22 @@ func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
 	ping := startEmulator(t, "ping", dynamoEnv(m, table, "RATE_LIMIT=3", "WINDOW_SECONDS="+longWindow)...)
 	status := startEmulator(t, "status", dynamoEnv(m, table, "RATE_LIMIT=3", "WINDOW_SECONDS="+longWindow)...)
 
-	event := fixture(t, "ping.json")
+	event := lambdatest.Event(t, "ping.json")
 	for i, want := range []int{200, 200, 200, 429} {
 		resp := mustHTTP(t, ping, event)
 		if resp.StatusCode != want {
 			t.Fatalf("ping %d: %d %s, want %d", i+1, resp.StatusCode, resp.Body, want)
 		}
-		if header(resp, "RateLimit-Policy") != `"ping";q=3;w=2592000` || header(resp, "X-RateLimit-Remaining") != strconv.Itoa(max(2-i, 0)) {
+		if lambdatest.Header(resp, "RateLimit-Policy") != `"ping";q=3;w=2592000` || lambdatest.Header(resp, "X-RateLimit-Remaining") != strconv.Itoa(max(2-i, 0)) {
 			t.Errorf("ping %d: headers %v", i+1, resp.Headers)
 		}
-		if want == 429 && (header(resp, "Retry-After") == "" || jsonBody(t, resp)["detail"] != "Rate limit of 3 requests per 2592000s exceeded for key 'alice'.") {
+		if want == 429 && (lambdatest.Header(resp, "Retry-After") == "" || lambdatest.JSONBody(t, resp)["detail"] != "Rate limit of 3 requests per 2592000s exceeded for key 'alice'.") {
 			t.Errorf("429: %v %s", resp.Headers, resp.Body)
 		}
 	}
 	for range 2 { // reading does not count
-		resp := mustHTTP(t, status, fixture(t, "status.json"))
-		if b := jsonBody(t, resp); resp.StatusCode != 200 || b["count"] != float64(4) || b["remaining"] != float64(0) {
+		resp := mustHTTP(t, status, lambdatest.Event(t, "status.json"))
+		if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["count"] != float64(4) || b["remaining"] != float64(0) {
 			t.Fatalf("status: %d %v, want count 4, remaining 0", resp.StatusCode, b)
 		}
 	}
@@ -63,7 +64,7 @@ func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
 		startEmulator(t, "ping", dynamoEnv(m, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
 		startEmulator(t, "ping", dynamoEnv(m, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
 	}
-	crowd := withKey(t, fixture(t, "ping.json"), "crowd")
+	crowd := withKey(t, lambdatest.Event(t, "ping.json"), "crowd")
 	statuses := map[int]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -114,7 +115,7 @@ func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
 // it must fail at init saying why, not start without its store.
 func TestLeanBuildRefusesTheDynamoDBStore(t *testing.T) {
 	e := startEmulator(t, "ping-nodynamodb", "STORE=dynamodb", "TABLE_NAME=t")
-	status, body, err := e.invoke(fixture(t, "ping.json"))
+	status, body, err := e.invoke(lambdatest.Event(t, "ping.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestLeanBuildRefusesTheDynamoDBStore(t *testing.T) {
 	}
 	// And the same build serves SQLite as ever.
 	sqliteEnv := startEmulator(t, "ping-nodynamodb", "DB_PATH="+t.TempDir()+"/rl.db")
-	if resp := mustHTTP(t, sqliteEnv, fixture(t, "ping.json")); resp.StatusCode != 200 {
+	if resp := mustHTTP(t, sqliteEnv, lambdatest.Event(t, "ping.json")); resp.StatusCode != 200 {
 		t.Errorf("lean build on SQLite: %d %s", resp.StatusCode, resp.Body)
 	}
 }

@@ -30,7 +30,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
+	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // rieTool is the emulator's package, pinned in go.mod by `go get -tool`.
@@ -296,16 +298,6 @@ func mustHTTP(t *testing.T, e *emulator, event []byte) events.APIGatewayV2HTTPRe
 	return resp
 }
 
-// fixture reads an event from events/ as it is, to be sent byte for byte.
-func fixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "events", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // edit returns event with change applied to its JSON object; the fields
 // change does not touch stay as they were.
 func edit(t *testing.T, event []byte, change func(e map[string]any)) []byte {
@@ -328,47 +320,7 @@ func withKey(t *testing.T, event []byte, key string) []byte {
 	return edit(t, event, func(e map[string]any) { e["headers"].(map[string]any)["x-client-key"] = key })
 }
 
-// header looks a response header up by name, ignoring case as HTTP does:
-// the adapter writes Go's canonical names (Ratelimit-Policy).
-func header(resp events.APIGatewayV2HTTPResponse, name string) string {
-	for k, v := range resp.Headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
-
-func jsonBody(t *testing.T, resp events.APIGatewayV2HTTPResponse) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal([]byte(resp.Body), &m); err != nil {
-		t.Fatalf("body %q is not JSON: %v", resp.Body, err)
-	}
-	return m
-}
-
-// openDB opens the database file the functions share, to look at what they
-// left in it.
-func openDB(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func queryInt(t *testing.T, db *sql.DB, query string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
+// queryStrings runs a query of one column of strings and returns them.
 func queryStrings(t *testing.T, db *sql.DB, query string) []string {
 	t.Helper()
 	rows, err := db.Query(query)
@@ -395,7 +347,7 @@ func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
 	cfg := []string{"DB_PATH=" + dbPath, "RATE_LIMIT=3", "WINDOW_SECONDS=" + longWindow}
 	ping := startEmulator(t, "ping", cfg...)
 
-	event := fixture(t, "ping.json")
+	event := lambdatest.Event(t, "ping.json")
 	var resp events.APIGatewayV2HTTPResponse
 	var before, after time.Time
 	for i, want := range []int{200, 200, 200, 429} {
@@ -405,40 +357,40 @@ func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Fatalf("ping %d: %d %s, want %d", i+1, resp.StatusCode, resp.Body, want)
 		}
-		if header(resp, "RateLimit-Policy") != `"ping";q=3;w=2592000` {
+		if lambdatest.Header(resp, "RateLimit-Policy") != `"ping";q=3;w=2592000` {
 			t.Errorf("ping %d: RateLimit-Policy missing or wrong: %v", i+1, resp.Headers)
 		}
 		if want == 200 {
-			if b := jsonBody(t, resp); b["key"] != "alice" || b["count"] != float64(i+1) || b["remaining"] != float64(2-i) {
+			if b := lambdatest.JSONBody(t, resp); b["key"] != "alice" || b["count"] != float64(i+1) || b["remaining"] != float64(2-i) {
 				t.Errorf("ping %d: body %v, want key alice, count %d, remaining %d", i+1, b, i+1, 2-i)
 			}
 		}
 	}
 
 	// The 429, header by header.
-	if got := header(resp, "Content-Type"); got != "application/problem+json" {
+	if got := lambdatest.Header(resp, "Content-Type"); got != "application/problem+json" {
 		t.Errorf("Content-Type = %q, want application/problem+json", got)
 	}
-	retryAfter, err := strconv.ParseInt(header(resp, "Retry-After"), 10, 64)
+	retryAfter, err := strconv.ParseInt(lambdatest.Header(resp, "Retry-After"), 10, 64)
 	if err != nil || retryAfter < 1 || retryAfter > 2592000 {
-		t.Errorf("Retry-After = %q, want whole seconds from 1 to the window", header(resp, "Retry-After"))
+		t.Errorf("Retry-After = %q, want whole seconds from 1 to the window", lambdatest.Header(resp, "Retry-After"))
 	}
-	if m := regexp.MustCompile(`^"ping";r=0;t=(\d+)$`).FindStringSubmatch(header(resp, "RateLimit")); m == nil {
-		t.Errorf("RateLimit = %q, want \"ping\";r=0;t=<seconds>", header(resp, "RateLimit"))
+	if m := regexp.MustCompile(`^"ping";r=0;t=(\d+)$`).FindStringSubmatch(lambdatest.Header(resp, "RateLimit")); m == nil {
+		t.Errorf("RateLimit = %q, want \"ping\";r=0;t=<seconds>", lambdatest.Header(resp, "RateLimit"))
 	} else if m[1] != strconv.FormatInt(retryAfter, 10) {
 		t.Errorf("RateLimit t=%s but Retry-After %d: both count down to the same reset", m[1], retryAfter)
 	}
 	for name, want := range map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0"} {
-		if got := header(resp, name); got != want {
+		if got := lambdatest.Header(resp, name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
 	// X-RateLimit-Reset is the window's end: a whole number of windows since
 	// the epoch, Retry-After seconds (rounded up) after the moment the
 	// function read its clock, which lies between before and after.
-	reset, err := strconv.ParseInt(header(resp, "X-RateLimit-Reset"), 10, 64)
+	reset, err := strconv.ParseInt(lambdatest.Header(resp, "X-RateLimit-Reset"), 10, 64)
 	if err != nil || reset%2592000 != 0 {
-		t.Errorf("X-RateLimit-Reset = %q, want a window end in Unix seconds", header(resp, "X-RateLimit-Reset"))
+		t.Errorf("X-RateLimit-Reset = %q, want a window end in Unix seconds", lambdatest.Header(resp, "X-RateLimit-Reset"))
 	} else if at := reset - retryAfter; at < before.Unix()-1 || at > after.Unix() {
 		t.Errorf("X-RateLimit-Reset %d - Retry-After %d = %d, not the time of the request (%d to %d)",
 			reset, retryAfter, at, before.Unix(), after.Unix())
@@ -453,7 +405,7 @@ func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
 		"policies": []any{map[string]any{"name": "ping", "limit": float64(3), "window_seconds": float64(2592000),
 			"algorithm": "fixed", "retry_after": float64(retryAfter), "denied": true}},
 	}
-	if b := jsonBody(t, resp); !reflect.DeepEqual(b, want) {
+	if b := lambdatest.JSONBody(t, resp); !reflect.DeepEqual(b, want) {
 		t.Errorf("429 body = %v\nwant %v", b, want)
 	}
 
@@ -461,44 +413,44 @@ func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
 	// reading twice shows that reading counts nothing.
 	status := startEmulator(t, "status", cfg...)
 	for i := range 2 {
-		resp := mustHTTP(t, status, fixture(t, "status.json"))
-		b := jsonBody(t, resp)
+		resp := mustHTTP(t, status, lambdatest.Event(t, "status.json"))
+		b := lambdatest.JSONBody(t, resp)
 		if resp.StatusCode != 200 || b["key"] != "alice" || b["count"] != float64(4) || b["remaining"] != float64(0) || b["limit"] != float64(3) {
 			t.Errorf("status read %d: %d %v, want 200 with count 4, remaining 0", i+1, resp.StatusCode, b)
 		}
 	}
-	resp = mustHTTP(t, status, fixture(t, "status-no-key.json"))
-	if b := jsonBody(t, resp); resp.StatusCode != 400 || header(resp, "Content-Type") != "application/problem+json" ||
+	resp = mustHTTP(t, status, lambdatest.Event(t, "status-no-key.json"))
+	if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 400 || lambdatest.Header(resp, "Content-Type") != "application/problem+json" ||
 		b["status"] != float64(400) || b["type"] != "urn:ratelimit:problem:invalid-query" || b["instance"] != "/status" {
 		t.Errorf("status without key: %d %v %v, want a 400 problem", resp.StatusCode, resp.Headers, b)
 	}
 
-	db := openDB(t, dbPath)
-	if n := queryInt(t, db, `SELECT count FROM rate_limit_windows WHERE key = 'alice'`); n != 4 {
+	db := sqlitetest.Inspect(t, dbPath)
+	if n := sqlitetest.QueryInt(t, db, `SELECT count FROM rate_limit_windows WHERE key = 'alice'`); n != 4 {
 		t.Errorf("stored count %d, want 4", n)
 	}
-	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'alice' AND route = 'GET /ping' AND request_id = 'Qx1aBc2dIAMEVxQ='`); n != 3 {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'alice' AND route = 'GET /ping' AND request_id = 'Qx1aBc2dIAMEVxQ='`); n != 3 {
 		t.Errorf("%d audit rows, want one per allowed ping (3), with API Gateway's request id", n)
 	}
 }
 
 func TestPingWithoutKeyUsesTheFallbackKey(t *testing.T) {
 	ping := startEmulator(t, "ping", "DB_PATH="+filepath.Join(t.TempDir(), "ratelimit.db"), "WINDOW_SECONDS="+longWindow)
-	resp := mustHTTP(t, ping, fixture(t, "ping-no-key.json"))
-	if b := jsonBody(t, resp); resp.StatusCode != 200 || b["key"] != "127.0.0.1" || b["count"] != float64(1) {
+	resp := mustHTTP(t, ping, lambdatest.Event(t, "ping-no-key.json"))
+	if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["key"] != "127.0.0.1" || b["count"] != float64(1) {
 		t.Errorf("ping without key: %d %v, want 200 for key 127.0.0.1", resp.StatusCode, b)
 	}
 }
 
 func TestMalformedEventsAreAnsweredAndTheNextInvocationWorks(t *testing.T) {
 	ping := startEmulator(t, "ping", "DB_PATH="+filepath.Join(t.TempDir(), "ratelimit.db"), "RATE_LIMIT=10", "WINDOW_SECONDS="+longWindow)
-	event := withKey(t, fixture(t, "ping.json"), "malformed")
+	event := withKey(t, lambdatest.Event(t, "ping.json"), "malformed")
 	count := 0
 	pingOK := func(after string) {
 		t.Helper()
 		count++
 		resp := mustHTTP(t, ping, event)
-		if b := jsonBody(t, resp); resp.StatusCode != 200 || b["count"] != float64(count) {
+		if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["count"] != float64(count) {
 			t.Fatalf("ping after %s: %d %v, want 200 with count %d (nothing malformed counted)", after, resp.StatusCode, b, count)
 		}
 	}
@@ -534,7 +486,7 @@ func TestMalformedEventsAreAnsweredAndTheNextInvocationWorks(t *testing.T) {
 	// base64) is answered by the adapter with a 400 problem.
 	bad := edit(t, event, func(e map[string]any) { e["isBase64Encoded"], e["body"] = true, "%%% not base64" })
 	resp := mustHTTP(t, ping, bad)
-	if b := jsonBody(t, resp); resp.StatusCode != 400 || header(resp, "Content-Type") != "application/problem+json" ||
+	if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 400 || lambdatest.Header(resp, "Content-Type") != "application/problem+json" ||
 		b["status"] != float64(400) || b["title"] != "Bad Request" {
 		t.Errorf("invalid base64 body: %d %v %v, want a 400 problem", resp.StatusCode, resp.Headers, b)
 	}
@@ -565,12 +517,9 @@ func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
 		{"previous", minute, time.Minute},                      // kept
 		{"current", minute, 0},                                 // kept
 	}
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: dbPath})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sqlitetest.Open(t, limiter.StoreConfig{Path: dbPath})
 	for _, r := range seed {
-		d, err := s.Allow(context.Background(), limiter.One(r.policy, r.key, at.Add(-r.ago), "GET /ping", "seed"))
+		d, err := s.Allow(context.Background(), storetest.One(r.policy, r.key, at.Add(-r.ago), "GET /ping", "seed"))
 		if err != nil || !d.Allowed {
 			t.Fatalf("seed %s: %+v, %v", r.key, d, err)
 		}
@@ -582,7 +531,7 @@ func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
 	prune := startEmulator(t, "prune", "DB_PATH="+dbPath, "WINDOW_SECONDS=60", "AUDIT_RETENTION=5m")
 	run := func() map[string]any {
 		t.Helper()
-		status, body, err := prune.invoke(fixture(t, "prune.json"))
+		status, body, err := prune.invoke(lambdatest.Event(t, "prune.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -602,7 +551,7 @@ func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
 		t.Errorf("prune result = %v\nwant %v", res, want)
 	}
 
-	db := openDB(t, dbPath)
+	db := sqlitetest.Inspect(t, dbPath)
 	if got, want := queryStrings(t, db, `SELECT key FROM rate_limit_windows ORDER BY key`), []string{"current", "edge", "old-daily", "previous"}; !slices.Equal(got, want) {
 		t.Errorf("windows left: %v, want %v", got, want)
 	}
@@ -627,7 +576,7 @@ func TestExecutionEnvironmentsSharingOneFileCountExactly(t *testing.T) {
 	for i := range envs {
 		envs[i] = startEmulator(t, "ping", "DB_PATH="+dbPath, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)
 	}
-	event := withKey(t, fixture(t, "ping.json"), "crowd")
+	event := withKey(t, lambdatest.Event(t, "ping.json"), "crowd")
 
 	// Every request has its goroutine; each environment takes its share one
 	// at a time (emulator.invoke serialises), and all environments run at
@@ -678,14 +627,14 @@ func TestExecutionEnvironmentsSharingOneFileCountExactly(t *testing.T) {
 			break
 		}
 	}
-	db := openDB(t, dbPath)
-	if n := queryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE key = 'crowd'`); n != 1 {
+	db := sqlitetest.Inspect(t, dbPath)
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE key = 'crowd'`); n != 1 {
 		t.Errorf("%d window rows for the key, want 1", n)
 	}
-	if n := queryInt(t, db, `SELECT sum(count) FROM rate_limit_windows WHERE key = 'crowd'`); n != requests {
+	if n := sqlitetest.QueryInt(t, db, `SELECT sum(count) FROM rate_limit_windows WHERE key = 'crowd'`); n != requests {
 		t.Errorf("stored count %d, want %d: every attempt counts", n, requests)
 	}
-	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'crowd'`); n != limit {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'crowd'`); n != limit {
 		t.Errorf("%d audit rows, want %d: one per allowed request", n, limit)
 	}
 }

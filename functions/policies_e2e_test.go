@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
@@ -23,32 +24,32 @@ func TestSeveralPoliciesThroughTheRuntime(t *testing.T) {
 		"METRICS_NAMESPACE=RateLimit/e2e",
 	}
 	ping := startEmulator(t, "ping", cfg...)
-	alice, bob := withKey(t, fixture(t, "ping.json"), "alice"), withKey(t, fixture(t, "ping.json"), "bob")
+	alice, bob := withKey(t, lambdatest.Event(t, "ping.json"), "alice"), withKey(t, lambdatest.Event(t, "ping.json"), "bob")
 
 	for i, want := range []int{200, 200, 200, 429} {
 		resp := mustHTTP(t, ping, alice)
 		if resp.StatusCode != want {
 			t.Fatalf("alice %d: %d %s, want %d (strict is a shadow and rejects no one)", i+1, resp.StatusCode, resp.Body, want)
 		}
-		if got := header(resp, "RateLimit-Policy"); got != `"ping";q=3;w=2592000, "per-ip";q=4;w=2592000, "strict";q=1;w=2592000` {
+		if got := lambdatest.Header(resp, "RateLimit-Policy"); got != `"ping";q=3;w=2592000, "per-ip";q=4;w=2592000, "strict";q=1;w=2592000` {
 			t.Errorf("alice %d: RateLimit-Policy %q", i+1, got)
 		}
 	}
 	// Alice's 4th was denied by ping alone: per-ip allowed it (4 of 4).
 	// Bob is within ping, but shares alice's address, now at 5 of 4.
 	resp := mustHTTP(t, ping, bob)
-	b := jsonBody(t, resp)
+	b := lambdatest.JSONBody(t, resp)
 	ps, _ := b["policies"].([]any)
 	if resp.StatusCode != 429 || len(ps) != 1 || ps[0].(map[string]any)["name"] != "per-ip" || ps[0].(map[string]any)["algorithm"] != "sliding" {
 		t.Errorf("bob: %d %s, want a 429 naming per-ip (sliding) alone", resp.StatusCode, resp.Body)
 	}
-	if !strings.HasPrefix(header(resp, "RateLimit"), `"ping";r=2;`) || !strings.Contains(header(resp, "RateLimit"), `"per-ip";r=0;`) {
-		t.Errorf("bob: RateLimit %q, want ping r=2 and per-ip r=0", header(resp, "RateLimit"))
+	if !strings.HasPrefix(lambdatest.Header(resp, "RateLimit"), `"ping";r=2;`) || !strings.Contains(lambdatest.Header(resp, "RateLimit"), `"per-ip";r=0;`) {
+		t.Errorf("bob: RateLimit %q, want ping r=2 and per-ip r=0", lambdatest.Header(resp, "RateLimit"))
 	}
 
 	// /status sees every policy; ?policy= picks one.
 	status := startEmulator(t, "status", cfg...)
-	b = jsonBody(t, mustHTTP(t, status, fixture(t, "status.json")))
+	b = lambdatest.JSONBody(t, mustHTTP(t, status, lambdatest.Event(t, "status.json")))
 	if ps, _ := b["policies"].([]any); b["count"] != 4.0 || len(ps) != 3 {
 		t.Errorf("status: %v, want alice's ping count 4 and three policies", b)
 	}

@@ -85,7 +85,7 @@ func FuzzPolicies(f *testing.F) {
 				t.Fatalf("POLICIES=%q accepted %q twice", v, p.Name)
 			}
 			names[p.Name] = true
-			if (p.Name == limiter.PingPolicyName) != (p.Namespace == "") || namespaces[p.Namespace] {
+			if (p.Name == limiter.DefaultPolicyName) != (p.Namespace == "") || namespaces[p.Namespace] {
 				t.Fatalf("POLICIES=%q: policy %q has namespace %q, shared or wrong", v, p.Name, p.Namespace)
 			}
 			namespaces[p.Namespace] = true

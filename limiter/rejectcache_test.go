@@ -2,29 +2,18 @@ package limiter_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func openStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "rl.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
-	store := openStore(t)
+	store := sqlitetest.Open(t, limiter.StoreConfig{})
 	c := limiter.NewRejectCache(store, 0)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	ctx := context.Background()
@@ -67,7 +56,7 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 }
 
 func TestRejectCacheStaysWithinItsSize(t *testing.T) {
-	store := openStore(t)
+	store := sqlitetest.Open(t, limiter.StoreConfig{})
 	c := limiter.NewRejectCache(store, 2)
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	ctx := context.Background()
@@ -96,7 +85,7 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 // beside it moves through its windows: the store is asked again only when
 // the minute ends.
 func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
-	store := openStore(t)
+	store := sqlitetest.Open(t, limiter.StoreConfig{})
 	c := limiter.NewRejectCache(store, 0)
 	minute := limiter.Policy{Name: "ping", Limit: 2, Window: time.Minute}
 	second := limiter.Policy{Name: "burst", Limit: 5, Window: time.Second, Namespace: "burst", Algorithm: limiter.Sliding}

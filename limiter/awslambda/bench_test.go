@@ -14,8 +14,9 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // benchHandler is the full /ping or /status path as Lambda runs it: a v2
@@ -30,18 +31,13 @@ func benchHandler(b *testing.B, mode string) awslambda.HTTPHandler {
 		}
 		b.Cleanup(func() { os.RemoveAll(dir) })
 	}
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(dir, "bench.db"), JournalMode: mode})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	return awslambda.HTTP(httpapi.New(httpapi.Options{
-		Store:     s,
-		Policy:    limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute},
-		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
-		Caller:    awslambda.Caller,
-		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
-	}))
+	return newLambdaWith(b, httpapi.Options{
+		Store: sqlitetest.Open(b, limiter.StoreConfig{Path: filepath.Join(dir, "bench.db"), JournalMode: mode}),
+		Rules: pingRules(limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute}, limiter.KeySource{Kind: limiter.KeyFromHeader}),
+		Now:   time.Now,
+		// Logged as in production, into nothing: a buffer would grow with b.N.
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	}).handler
 }
 
 func benchInvoke(b *testing.B, h awslambda.HTTPHandler, e events.APIGatewayV2HTTPRequest, keys []string, want int) {
@@ -62,7 +58,7 @@ var benchKeys = []string{"client-0", "client-1", "client-2", "client-3", "client
 func BenchmarkPingHandler(b *testing.B) {
 	for _, mode := range []string{"DELETE", "WAL"} {
 		b.Run(mode, func(b *testing.B) {
-			e := readEvent[events.APIGatewayV2HTTPRequest](b, "ping.json")
+			e := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](b, "ping.json")
 			benchInvoke(b, benchHandler(b, mode), e, benchKeys, 200)
 		})
 	}
@@ -73,9 +69,9 @@ func BenchmarkStatusHandler(b *testing.B) {
 	for _, mode := range []string{"DELETE", "WAL"} {
 		b.Run(mode, func(b *testing.B) {
 			h := benchHandler(b, mode)
-			ping := readEvent[events.APIGatewayV2HTTPRequest](b, "ping.json")
+			ping := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](b, "ping.json")
 			benchInvoke(b, h, ping, []string{"alice"}, 200)
-			e := readEvent[events.APIGatewayV2HTTPRequest](b, "status.json")
+			e := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](b, "status.json")
 			benchInvoke(b, h, e, []string{"ignored"}, 200)
 		})
 	}

@@ -17,14 +17,9 @@ package awslambda_test
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,8 +28,10 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
+	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // eventTarget is one Lambda function as its main.go wires it, on a real
@@ -52,82 +49,48 @@ type eventTarget struct {
 // a read-only store a file that a writer created and gave some counts.
 func newEventTarget(f *testing.F, route string) *eventTarget {
 	f.Helper()
-	cfg := limiter.StoreConfig{Path: filepath.Join(f.TempDir(), "rl.db"), BusyTimeout: 5 * time.Second}
-	writer, err := sqlite.Open(context.Background(), cfg)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { writer.Close() })
-	policy := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+	cfg := limiter.StoreConfig{BusyTimeout: 5 * time.Second}
+	writer := sqlitetest.Open(f, cfg)
 	store := writer
 	if route == httpapi.RouteStatus {
 		for _, key := range []string{"alice", "alice", "clé 鍵", "a,b"} {
-			if _, err := writer.Allow(context.Background(), limiter.One(policy, key, fixtureNow, "", "")); err != nil {
+			if _, err := writer.Allow(context.Background(), storetest.One(pingPolicy, key, fixtureNow, "", "")); err != nil {
 				f.Fatal(err)
 			}
 		}
-		cfg.ReadOnly = true
-		if store, err = sqlite.Open(context.Background(), cfg); err != nil {
-			f.Fatal(err)
-		}
-		f.Cleanup(func() { store.Close() })
+		cfg.Path, cfg.ReadOnly = writer.Path(), true
+		store = sqlitetest.Open(f, cfg)
 	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: writer.Path()}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		f.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	f.Cleanup(func() { db.Close() })
-	api := httpapi.New(httpapi.Options{
-		Store:     store,
-		Policy:    policy,
-		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
-		FailMode:  limiter.FailClosed,
-		Routes:    []string{route},
-		Now:       func() time.Time { return fixtureNow },
-		Caller:    awslambda.Caller,
-		Logger:    slog.New(slog.DiscardHandler),
+	fx := newLambdaWith(f, httpapi.Options{
+		Store:    store,
+		FailMode: limiter.FailClosed,
+		Routes:   []string{route},
+		Logger:   slog.New(slog.DiscardHandler),
 	})
-	return &eventTarget{route: route, handler: awslambda.HTTP(api), db: db}
+	return &eventTarget{route: route, handler: fx.handler, db: sqlitetest.Inspect(f, writer.Path())}
 }
 
 func (e *eventTarget) int(tb testing.TB, query string, args ...any) int64 {
 	tb.Helper()
-	var n int64
-	if err := e.db.QueryRow(query, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return sqlitetest.QueryInt(tb, e.db, query, args...)
 }
 
 // state is what a read must leave unchanged: the row counts, and SQLite's
 // data_version, which changes whenever another connection commits.
-type state struct{ windows, calls, version int64 }
+type state struct {
+	rows    sqlitetest.Rows
+	version int64
+}
 
 func (e *eventTarget) state(tb testing.TB) state {
 	tb.Helper()
-	return state{
-		windows: e.int(tb, `SELECT count(*) FROM rate_limit_windows`),
-		calls:   e.int(tb, `SELECT count(*) FROM api_calls`),
-		version: e.int(tb, `PRAGMA data_version`),
-	}
+	return state{rows: sqlitetest.CountRows(tb, e.db), version: e.int(tb, `PRAGMA data_version`)}
 }
 
 // addFixtures seeds f with every event in events/.
 func addFixtures(f *testing.F) {
-	names, err := filepath.Glob(filepath.Join("..", "..", "events", "*.json"))
-	if err != nil || len(names) == 0 {
-		f.Fatalf("no event fixtures: %v", err)
-	}
-	for _, name := range names {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+	for _, name := range lambdatest.EventNames(f) {
+		f.Add(lambdatest.Event(f, name))
 	}
 }
 
@@ -192,7 +155,7 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 		if resp.StatusCode >= 500 {
 			t.Fatalf("status %d with a healthy store, for event %s: %s", resp.StatusCode, raw, resp.Body)
 		}
-		ct := header(resp, "Content-Type")
+		ct := lambdatest.Header(resp, "Content-Type")
 		if ct == "" {
 			t.Fatalf("no Content-Type in %v, for event %s", resp.Headers, raw)
 		}
@@ -220,17 +183,16 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 				if count < 1 {
 					t.Fatalf("/ping 200 with count %v, for event %s", count, raw)
 				}
-				x := strings.ToUpper(hex.EncodeToString([]byte(key)))
-				if n := target.int(t, `SELECT count FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = '2026-01-01T00:00:00Z'`, x); float64(n) != count {
-					t.Fatalf("/ping 200 for key %q with count %v, but the store has %d", key, count, n)
+				if rows, n := sqlitetest.Counter(t, target.db, key, limiter.WindowStart(fixtureNow, pingPolicy.Window)); rows != 1 || float64(n) != count {
+					t.Fatalf("/ping 200 for key %q with count %v, but the store has %d rows, count %d", key, count, rows, n)
 				}
 			}
 		default:
 			t.Fatalf("Content-Type %q, for event %s", ct, raw)
 		}
 		if resp.StatusCode == 429 {
-			if ra, err := strconv.Atoi(header(resp, "Retry-After")); err != nil || ra < 1 {
-				t.Fatalf("429 with Retry-After %q, for event %s", header(resp, "Retry-After"), raw)
+			if ra, err := strconv.Atoi(lambdatest.Header(resp, "Retry-After")); err != nil || ra < 1 {
+				t.Fatalf("429 with Retry-After %q, for event %s", lambdatest.Header(resp, "Retry-After"), raw)
 			}
 		}
 		if target.route == httpapi.RouteStatus {

@@ -1,9 +1,7 @@
 package awslambda_test
 
 import (
-	"database/sql"
 	"encoding/base64"
-	"encoding/hex"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -16,34 +14,16 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
-
-// readDB opens a second, read-only connection to the fixture's database.
-func (f *lambdaFixture) readDB(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: f.store.Path()}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func dbInt(t *testing.T, db *sql.DB, query string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
 
 // pingEvent is the ping fixture with its own copy of the headers, changed by
 // set (name, value pairs).
 func pingEvent(t *testing.T, set ...string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
-	e := readEvent[events.APIGatewayV2HTTPRequest](t, "ping.json")
+	e := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](t, "ping.json")
 	e.Headers = maps.Clone(e.Headers)
 	for i := 0; i+1 < len(set); i += 2 {
 		e.Headers[set[i]] = set[i+1]
@@ -55,7 +35,7 @@ func pingEvent(t *testing.T, set ...string) events.APIGatewayV2HTTPRequest {
 // query string as API Gateway passes it on.
 func statusEvent(t *testing.T, key string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
-	e := readEvent[events.APIGatewayV2HTTPRequest](t, "status.json")
+	e := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](t, "status.json")
 	e.RawQueryString = "key=" + url.QueryEscape(key)
 	e.QueryStringParameters = map[string]string{"key": key}
 	return e
@@ -67,7 +47,7 @@ func statusEvent(t *testing.T, key string) events.APIGatewayV2HTTPRequest {
 // its bytes and reads back through /status.
 func TestHostileKeysThroughTheAdapter(t *testing.T) {
 	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
-	db := f.readDB(t)
+	db := sqlitetest.Inspect(t, f.store.Path())
 	keys := []struct{ name, key string }{
 		{"comma", "a,b"}, {"comma and space", "a, b"}, {"spaces around commas", "a , b"},
 		{"empty element", "a,,b"}, {"only a comma", ","}, {"four elements", "a,b,c,d"}, // the proxy splits all of these
@@ -81,33 +61,32 @@ func TestHostileKeysThroughTheAdapter(t *testing.T) {
 		key := tc.key
 		t.Run(tc.name, func(t *testing.T) {
 			resp := f.invoke(t, pingEvent(t, "x-client-key", key))
-			if b := body(t, resp); resp.StatusCode != 200 || b["key"] != key || b["count"] != float64(1) {
+			if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["key"] != key || b["count"] != float64(1) {
 				t.Fatalf("ping: %d %v, want 200 for key %q with count 1", resp.StatusCode, b, key)
 			}
-			x := strings.ToUpper(hex.EncodeToString([]byte(key)))
-			if n := dbInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE hex(key) = ?1 AND count = 1`, x); n != 1 {
-				t.Errorf("%d counter rows hold the key's bytes, want 1", n)
+			if rows, n := sqlitetest.Counter(t, db, key, limiter.WindowStart(fixtureNow, pingPolicy.Window)); rows != 1 || n != 1 {
+				t.Errorf("%d counter rows hold the key's bytes, with count %d; want 1, with count 1", rows, n)
 			}
 			resp = f.invoke(t, statusEvent(t, key))
-			if b := body(t, resp); resp.StatusCode != 200 || b["key"] != key || b["count"] != float64(1) {
+			if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["key"] != key || b["count"] != float64(1) {
 				t.Errorf("status: %d %v, want key %q with count 1", resp.StatusCode, b, key)
 			}
 			// Only queryStringParameters, as a hand-made event may have them.
 			e := statusEvent(t, key)
 			e.RawQueryString = ""
-			if b := body(t, f.invoke(t, e)); b["key"] != key || b["count"] != float64(1) {
+			if b := lambdatest.JSONBody(t, f.invoke(t, e)); b["key"] != key || b["count"] != float64(1) {
 				t.Errorf("status from queryStringParameters: %v, want key %q with count 1", b, key)
 			}
 		})
 	}
-	if n := dbInt(t, db, `SELECT count(*) FROM rate_limit_windows`); n != int64(len(keys)) {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM rate_limit_windows`); n != int64(len(keys)) {
 		t.Errorf("%d counter rows, want one per key: %d", n, len(keys))
 	}
 	// Too long, cut mid-rune, control characters, a bidi override that
 	// would display "gnp.exe" as "exe.png".
 	for _, key := range []string{strings.Repeat("k", 257), (strings.Repeat("k", 254) + "🔑")[:256], "a\x00b", "a\r\nb", "\u202egnp.exe"} {
 		resp := f.invoke(t, pingEvent(t, "x-client-key", key))
-		if b := body(t, resp); resp.StatusCode != 400 || b["type"] != httpapi.TypeInvalidKey {
+		if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 400 || b["type"] != httpapi.TypeInvalidKey {
 			t.Errorf("key %q: %d %v, want a 400 invalid-client-key problem", key, resp.StatusCode, b)
 		}
 	}
@@ -120,8 +99,8 @@ func TestHostileKeysThroughTheAdapter(t *testing.T) {
 func TestCommaKeyIsOneKeyLocallyAndBehindAPIGateway(t *testing.T) {
 	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
 	local := httpapi.New(httpapi.Options{
-		Store: f.store, Policy: limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute},
-		KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Now: func() time.Time { return fixtureNow }, Logger: slog.New(slog.DiscardHandler),
+		Store: f.store, Rules: pingRules(pingPolicy, limiter.KeySource{Kind: limiter.KeyFromHeader}),
+		Now: func() time.Time { return fixtureNow }, Logger: slog.New(slog.DiscardHandler),
 	})
 	r := httptest.NewRequest("GET", "/ping", nil)
 	r.Header.Add("X-Client-Key", "a")
@@ -139,7 +118,7 @@ func TestCommaKeyIsOneKeyLocallyAndBehindAPIGateway(t *testing.T) {
 		t.Fatalf("local a,b: %d %s", w.Code, w.Body)
 	}
 	resp := f.invoke(t, pingEvent(t, "x-client-key", "a,b"))
-	if b := body(t, resp); resp.StatusCode != 200 || b["key"] != "a,b" || b["count"] != float64(3) {
+	if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["key"] != "a,b" || b["count"] != float64(3) {
 		t.Errorf("behind API Gateway: %d %v, want key a,b with count 3", resp.StatusCode, b)
 	}
 }
@@ -174,11 +153,11 @@ func TestOversizedEventsAreAnswered(t *testing.T) {
 			e := pingEvent(t)
 			tc.change(&e)
 			resp := f.invoke(t, e)
-			b := body(t, resp)
+			b := lambdatest.JSONBody(t, resp)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("%d %.200s, want %d", resp.StatusCode, resp.Body, tc.status)
 			}
-			if tc.status == 400 && (b["type"] != httpapi.TypeInvalidKey || header(resp, "Content-Type") != "application/problem+json") {
+			if tc.status == 400 && (b["type"] != httpapi.TypeInvalidKey || lambdatest.Header(resp, "Content-Type") != "application/problem+json") {
 				t.Errorf("400 body %v, want an invalid-client-key problem", b)
 			}
 			if tc.status == 200 && b["key"] != "alice" {
@@ -204,11 +183,11 @@ func TestForgedProxyContextHeaderIsIgnoredEverywhere(t *testing.T) {
 			if resp.StatusCode != 200 {
 				t.Fatalf("%d %s", resp.StatusCode, resp.Body)
 			}
-			db := f.readDB(t)
-			if n := dbInt(t, db, `SELECT count(*) FROM api_calls WHERE request_id = 'Qx1aBc2dIAMEVxQ='`); n != 1 {
+			db := sqlitetest.Inspect(t, f.store.Path())
+			if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls WHERE request_id = 'Qx1aBc2dIAMEVxQ='`); n != 1 {
 				t.Errorf("%d audit rows with API Gateway's request id, want 1", n)
 			}
-			if n := dbInt(t, db, `SELECT count(*) FROM api_calls WHERE request_id != 'Qx1aBc2dIAMEVxQ='`); n != 0 {
+			if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls WHERE request_id != 'Qx1aBc2dIAMEVxQ='`); n != 0 {
 				t.Errorf("%d audit rows with another request id", n)
 			}
 			if !strings.Contains(f.logs.String(), `"request_id":"Qx1aBc2dIAMEVxQ="`) || strings.Contains(f.logs.String(), "forged") {

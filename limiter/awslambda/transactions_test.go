@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 )
 
 // changeCounter reads the database header's file change counter, which
@@ -33,8 +35,8 @@ func changeCounter(t *testing.T, path string) uint32 {
 // is exactly one, and /status is none.
 func TestOneWriteTransactionPerPingNonePerStatus(t *testing.T) {
 	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
-	ping := readEvent[events.APIGatewayV2HTTPRequest](t, "ping.json")
-	status := readEvent[events.APIGatewayV2HTTPRequest](t, "status.json")
+	ping := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](t, "ping.json")
+	status := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](t, "status.json")
 	f.invoke(t, ping) // the first decision of a process also reads the schema
 
 	before := changeCounter(t, f.store.Path())

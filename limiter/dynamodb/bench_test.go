@@ -8,6 +8,7 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
+	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // Benchmarks of the DynamoDB store's requests against moto_server on
@@ -25,7 +26,7 @@ func BenchmarkDecisionAllowed(b *testing.B) {
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
 	b.ResetTimer()
 	for i := range b.N {
-		if d, err := s.Allow(context.Background(), limiter.One(p, fmt.Sprint("client-", i%8), now, "", "r")); err != nil || !d.Allowed {
+		if d, err := s.Allow(context.Background(), storetest.One(p, fmt.Sprint("client-", i%8), now, "", "r")); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
 	}
@@ -37,10 +38,10 @@ func BenchmarkDecisionRejected(b *testing.B) {
 	s := open(b, dynamotest.Endpoint(b), dynamotest.CreateTable(b, dynamotest.Endpoint(b)))
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
-	s.Allow(context.Background(), limiter.One(p, "abuser", now, "", ""))
+	s.Allow(context.Background(), storetest.One(p, "abuser", now, "", ""))
 	b.ResetTimer()
 	for range b.N {
-		if d, err := s.Allow(context.Background(), limiter.One(p, "abuser", now, "", "")); err != nil || d.Allowed {
+		if d, err := s.Allow(context.Background(), storetest.One(p, "abuser", now, "", "")); err != nil || d.Allowed {
 			b.Fatal(d, err)
 		}
 	}
@@ -51,7 +52,7 @@ func BenchmarkUsage(b *testing.B) {
 	s := open(b, dynamotest.Endpoint(b), dynamotest.CreateTable(b, dynamotest.Endpoint(b)))
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
-	s.Allow(context.Background(), limiter.One(p, "k", now, "", ""))
+	s.Allow(context.Background(), storetest.One(p, "k", now, "", ""))
 	b.ResetTimer()
 	for range b.N {
 		if u, err := s.Usage(context.Background(), p, "k", now); err != nil || u.Count != 1 {

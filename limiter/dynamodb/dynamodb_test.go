@@ -2,7 +2,6 @@ package dynamodb_test
 
 import (
 	"context"
-	"os"
 	"sort"
 	"strconv"
 	"testing"
@@ -15,16 +14,14 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/dynamodb"
 	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
+	"github.com/ft251/ratelimit/limiter/internal/testproc"
 	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // TestMain runs one moto_server for the package's tests, unless this
 // process is a deciding worker that TestKillNineBetweenWrites starts.
 func TestMain(m *testing.M) {
-	if w := os.Getenv("RATELIMIT_DYNAMODB_WORKER"); w != "" {
-		decidingWorker(w)
-		return
-	}
+	testproc.RunRole(map[string]func(string){roleWorker: decidingWorker})
 	dynamotest.Main(m)
 }
 
@@ -134,14 +131,14 @@ func TestItemsCarryTheirExpiry(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 45, 0, time.UTC)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
-	if _, err := open(t, endpoint, table).Allow(ctx, limiter.One(p, "kept", now, "", "r1")); err != nil {
+	if _, err := open(t, endpoint, table).Allow(ctx, storetest.One(p, "kept", now, "", "r1")); err != nil {
 		t.Fatal(err)
 	}
 	forever, err := dynamodb.Open(ctx, limiter.StoreConfig{Table: table, Endpoint: endpoint}, dynamotest.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := forever.Allow(ctx, limiter.One(p, "forever", now, "", "r2")); err != nil {
+	if _, err := forever.Allow(ctx, storetest.One(p, "forever", now, "", "r2")); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

@@ -15,6 +15,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // t0 is 2026-01-01T00:00:00Z; the tests' clock reads t0 + 18s, 42 s before
@@ -24,27 +25,31 @@ var (
 	now = t0.Add(18 * time.Second)
 )
 
+// pingPolicy is the /ping policy of the tests, the seed's defaults.
+var pingPolicy = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+
+// pingRules are the rules of pingPolicy alone on /ping, its keys found by
+// ks.
+func pingRules(ks limiter.KeySource) []limiter.Rule {
+	return []limiter.Rule{{Policy: pingPolicy, KeySource: ks, Routes: []string{limiter.DefaultRoute}}}
+}
+
 type fixture struct {
 	api   *httpapi.API
 	store *sqlite.Store
 	logs  *bytes.Buffer
 }
 
+// newFixture builds an API from opts, with what it leaves out filled in: a
+// fresh SQLite store, pingPolicy keyed by the header, the tests' clock, and
+// JSON logs in the fixture's buffer.
 func newFixture(t *testing.T, opts httpapi.Options) *fixture {
 	t.Helper()
 	if opts.Store == nil {
-		s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "rl.db"), BusyTimeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		opts.Store = s
+		opts.Store = sqlitetest.Open(t, limiter.StoreConfig{BusyTimeout: time.Second})
 	}
-	if opts.Policy.Name == "" {
-		opts.Policy = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
-	}
-	if opts.KeySource.Kind == "" {
-		opts.KeySource = limiter.KeySource{Kind: limiter.KeyFromHeader}
+	if len(opts.Rules) == 0 {
+		opts.Rules = pingRules(limiter.KeySource{Kind: limiter.KeyFromHeader})
 	}
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return now }
@@ -212,7 +217,7 @@ func TestClientKeySources(t *testing.T) {
 		}
 	})
 	t.Run("source-ip uses the connection, never X-Forwarded-For", func(t *testing.T) {
-		f := newFixture(t, httpapi.Options{KeySource: limiter.KeySource{Kind: limiter.KeyFromSourceIP}})
+		f := newFixture(t, httpapi.Options{Rules: pingRules(limiter.KeySource{Kind: limiter.KeyFromSourceIP})})
 		body := decode(t, f.do(t, "GET", "/ping", "X-Forwarded-For", "1.2.3.4", "X-Client-Key", "forged"))
 		if body["key"] != "192.0.2.1" { // httptest's RemoteAddr
 			t.Errorf("key = %v, want the peer address 192.0.2.1", body["key"])
@@ -221,8 +226,8 @@ func TestClientKeySources(t *testing.T) {
 	t.Run("claim", func(t *testing.T) {
 		claims := map[string]string{}
 		f := newFixture(t, httpapi.Options{
-			KeySource: limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: "sub"},
-			Caller:    func(*http.Request) httpapi.Caller { return httpapi.Caller{Claims: claims} },
+			Rules:  pingRules(limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: "sub"}),
+			Caller: func(*http.Request) httpapi.Caller { return httpapi.Caller{Claims: claims} },
 		})
 		w := f.do(t, "GET", "/ping", "X-Client-Key", "forged")
 		wantProblem(t, w, 401, httpapi.TypeUnauthenticated, "/ping")
@@ -249,7 +254,7 @@ func TestInvalidKeysAre400(t *testing.T) {
 // brokenStore is a real SQLite store whose directory does not exist.
 func brokenStore(t *testing.T) *sqlite.Store {
 	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "missing", "rl.db"), BusyTimeout: time.Second})
-	if s == nil {
+	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
@@ -330,11 +335,7 @@ func TestPanicBecomesA500Problem(t *testing.T) {
 }
 
 func TestDenialFromMemoryHasTheSameAnswer(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "rl.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := sqlitetest.Open(t, limiter.StoreConfig{})
 	f := newFixture(t, httpapi.Options{Store: limiter.NewRejectCache(s, 0)})
 	for range 3 {
 		f.do(t, "GET", "/ping", "X-Client-Key", "alice")
@@ -353,7 +354,7 @@ func TestDenialFromMemoryHasTheSameAnswer(t *testing.T) {
 	if !strings.Contains(lines[len(lines)-1], `"from_memory":true`) || strings.Contains(lines[len(lines)-2], "from_memory") {
 		t.Errorf("log lines do not tell the two apart:\n%s\n%s", lines[len(lines)-2], lines[len(lines)-1])
 	}
-	if u, _ := s.Usage(context.Background(), limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}, "alice", now); u.Count != 4 {
+	if u, _ := s.Usage(context.Background(), pingPolicy, "alice", now); u.Count != 4 {
 		t.Errorf("stored count %d, want 4", u.Count)
 	}
 }

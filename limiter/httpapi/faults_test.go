@@ -15,17 +15,16 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/internal/testproc"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
-// TestMain lets the test binary double as another process that holds the
-// database lock (see lockHolder).
+// roleLockHolder is the role of this test binary as another process that
+// holds the database lock (see holdLock and testproc).
+const roleLockHolder = "lock holder"
+
 func TestMain(m *testing.M) {
-	if path := os.Getenv("RATELIMIT_LOCK_HOLDER"); path != "" {
-		holdLock(path)
-		return
-	}
-	os.Exit(m.Run())
+	testproc.Main(m, map[string]func(string){roleLockHolder: holdLock})
 }
 
 // holdLock takes an exclusive lock on the database, says so, and keeps it
@@ -81,11 +80,15 @@ var faults = []fault{
 		return func() { chattr(t, "-i", dir) }
 	}},
 	{"locked by another process", func(t *testing.T, dir, path string) func() {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "RATELIMIT_LOCK_HOLDER="+path)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
+		cmd := testproc.Command(roleLockHolder, path)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -111,11 +114,7 @@ func TestFaultsGetTheFailModesAnswerAndHeal(t *testing.T) {
 				dir := filepath.Join(t.TempDir(), "efs")
 				os.Mkdir(dir, 0o755)
 				path := filepath.Join(dir, "rl.db")
-				s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path, BusyTimeout: 200 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
+				s := sqlitetest.Open(t, limiter.StoreConfig{Path: path, BusyTimeout: 200 * time.Millisecond})
 				fx := newFixture(t, httpapi.Options{Store: s, FailMode: mode})
 				ping := func() *httptest.ResponseRecorder {
 					// A deadline longer than the busy timeout: whichever ends

@@ -11,7 +11,7 @@ import (
 )
 
 // The ping function and the local server build their handler from the
-// configuration with Configured: what the environment turns on must be on.
+// configuration with FromConfig: what the environment turns on must be on.
 func TestConfiguredFollowsTheEnvironment(t *testing.T) {
 	cfgFrom := func(env map[string]string) limiter.Config {
 		env["DB_PATH"] = "x"
@@ -24,7 +24,7 @@ func TestConfiguredFollowsTheEnvironment(t *testing.T) {
 	store := newFixture(t, httpapi.Options{}).store
 
 	var out bytes.Buffer
-	opts := httpapi.Configured(cfgFrom(map[string]string{"REJECT_CACHE": "on", "RATE_LIMIT": "1", "FAIL_MODE": "open", "METRICS_NAMESPACE": "RateLimit/x"}), store, &out)
+	opts := httpapi.FromConfig(cfgFrom(map[string]string{"REJECT_CACHE": "on", "RATE_LIMIT": "1", "FAIL_MODE": "open", "METRICS_NAMESPACE": "RateLimit/x"}), store, &out)
 	if _, ok := opts.Store.(*limiter.RejectCache); !ok || opts.FailMode != limiter.FailOpen || opts.Rules[0].Policy.Limit != 1 || opts.Metrics == nil {
 		t.Fatalf("options %+v: want a reject cache, fail open, limit 1 and metrics", opts)
 	}
@@ -39,7 +39,7 @@ func TestConfiguredFollowsTheEnvironment(t *testing.T) {
 		t.Errorf("%d EMF lines in the configured namespace, want 4:\n%s", n, out.String())
 	}
 
-	opts = httpapi.Configured(cfgFrom(map[string]string{"METRICS": "off"}), store, &out)
+	opts = httpapi.FromConfig(cfgFrom(map[string]string{"METRICS": "off"}), store, &out)
 	if opts.Store != limiter.Store(store) || opts.Metrics != nil {
 		t.Errorf("options %+v: want the store itself and no metrics", opts)
 	}

@@ -1,6 +1,5 @@
-// Fuzz these for real with:
+// Fuzz it for real with:
 //
-//	go test -fuzz=FuzzClientKey -fuzztime=60s ./limiter/httpapi/
 //	go test -fuzz=FuzzStatusQuery -fuzztime=60s ./limiter/httpapi/
 //
 // With Go 1.26 a timed run can end in a bare "context deadline exceeded" with
@@ -8,50 +7,40 @@
 // -fuzztime (golang/go#75804), not a finding. A count such as
 // -fuzztime=100000x does not race.
 //
-// A plain `go test ./limiter/httpapi/` runs the f.Add seeds and the corpora in
-// testdata/fuzz/FuzzClientKey and testdata/fuzz/FuzzStatusQuery.
+// A plain `go test ./limiter/httpapi/` runs the f.Add seeds and the corpus in
+// testdata/fuzz/FuzzStatusQuery. FuzzClientKey, which compares this handler
+// with the Lambda adapter, is awslambda's.
 
 package httpapi_test
 
 import (
-	"context"
 	"database/sql"
-	"encoding/hex"
-	"encoding/json"
 	"log/slog"
-	"maps"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // fuzzPolicy is the /ping policy of the fuzz targets: few enough requests
 // that repeated inputs reach 429.
-var fuzzPolicy = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+var fuzzPolicy = pingPolicy
+
+// fuzzRules put fuzzPolicy on /ping, keyed by the X-Client-Key header.
+var fuzzRules = pingRules(limiter.KeySource{Kind: limiter.KeyFromHeader})
 
 // checkedStore is a real SQLite store in a temporary directory, opened once
-// per fuzz target rather than per input, with a second connection to the same
-// file that reads back what the store wrote.
+// per fuzz target rather than per input, with a second, read-only
+// connection to the same file that reads back what the store wrote.
 type checkedStore struct {
 	store *sqlite.Store
-	// db is a second, read-only connection to the store's file. It keeps
-	// one connection open for good, so that PRAGMA data_version, which
-	// changes when another connection commits, compares like with like.
-	db *sql.DB
+	db    *sql.DB // sqlitetest.Inspect: one connection, kept open
 }
 
 func openCheckedStore(tb testing.TB) *checkedStore {
@@ -62,43 +51,18 @@ func openCheckedStore(tb testing.TB) *checkedStore {
 // openCheckedStoreIn opens the store with the given journal mode.
 func openCheckedStoreIn(tb testing.TB, journalMode string) *checkedStore {
 	tb.Helper()
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{
-		Path: filepath.Join(tb.TempDir(), "rl.db"), JournalMode: journalMode, BusyTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: s.Path()}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	tb.Cleanup(func() { db.Close() })
-	return &checkedStore{store: s, db: db}
+	s := sqlitetest.Open(tb, limiter.StoreConfig{JournalMode: journalMode, BusyTimeout: 5 * time.Second})
+	return &checkedStore{store: s, db: sqlitetest.Inspect(tb, s.Path())}
 }
 
 func (c *checkedStore) int(tb testing.TB, query string, args ...any) int64 {
 	tb.Helper()
-	var n int64
-	if err := c.db.QueryRow(query, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return sqlitetest.QueryInt(tb, c.db, query, args...)
 }
 
-// tables is how many rows each table holds.
-type tables struct{ windows, calls int64 }
-
-func (c *checkedStore) tables(tb testing.TB) tables {
+func (c *checkedStore) tables(tb testing.TB) sqlitetest.Rows {
 	tb.Helper()
-	return tables{
-		windows: c.int(tb, `SELECT count(*) FROM rate_limit_windows`),
-		calls:   c.int(tb, `SELECT count(*) FROM api_calls`),
-	}
+	return sqlitetest.CountRows(tb, c.db)
 }
 
 // dataVersion changes whenever another connection has committed a change to
@@ -109,162 +73,10 @@ func (c *checkedStore) dataVersion(tb testing.TB) int64 {
 }
 
 // stored reports the counter row of key in the window of now, matching the
-// key's bytes exactly (hex), not through any collation or driver conversion:
-// how many rows match, and the count of the row.
+// key's bytes exactly: how many rows match, and the count of the row.
 func (c *checkedStore) stored(tb testing.TB, key string) (rows, count int64) {
 	tb.Helper()
-	x := strings.ToUpper(hex.EncodeToString([]byte(key)))
-	w := limiter.FormatWindow(limiter.WindowStart(now, fuzzPolicy.Window))
-	rows = c.int(tb, `SELECT count(*) FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = ?2`, x, w)
-	if rows == 1 {
-		count = c.int(tb, `SELECT count FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = ?2`, x, w)
-	}
-	return rows, count
-}
-
-// answer is a response from either path: httptest or the Lambda adapter.
-type answer struct {
-	status int
-	header func(string) string
-	body   []byte
-}
-
-func fromRecorder(w *httptest.ResponseRecorder) answer {
-	return answer{status: w.Code, header: w.Header().Get, body: w.Body.Bytes()}
-}
-
-func fromEvent(r events.APIGatewayV2HTTPResponse) answer {
-	return answer{status: r.StatusCode, body: []byte(r.Body), header: func(name string) string {
-		for k, v := range r.Headers {
-			if strings.EqualFold(k, name) {
-				return v
-			}
-		}
-		return ""
-	}}
-}
-
-// checkKeyAnswer checks the answer to GET /ping with sent as the raw
-// X-Client-Key value: a 400 invalid-key problem that wrote nothing, or a 200
-// or 429 for the key exactly as sent, whose counter row holds the key
-// byte for byte. An empty header means the fallback key.
-func checkKeyAnswer(t *testing.T, c *checkedStore, path, sent string, a answer, before tables) {
-	t.Helper()
-	// Spaces and tabs around the value are not part of the key (net/http
-	// trims them before the handler; the handler trims the raw value API
-	// Gateway passes); an empty value is the fallback key.
-	want := strings.Trim(sent, " \t")
-	if want == "" {
-		want = httpapi.FallbackKey
-	}
-	var body map[string]any
-	if err := json.Unmarshal(a.body, &body); err != nil {
-		t.Fatalf("%s: key %q: body %q is not a JSON object: %v", path, sent, a.body, err)
-	}
-	after := c.tables(t)
-	if limiter.ValidKey(want) != nil {
-		if a.status != http.StatusBadRequest || a.header("Content-Type") != "application/problem+json" ||
-			body["type"] != httpapi.TypeInvalidKey || body["status"] != float64(400) {
-			t.Fatalf("%s: invalid key %q: %d %s, want a 400 invalid-client-key problem", path, sent, a.status, a.body)
-		}
-		if after != before {
-			t.Fatalf("%s: invalid key %q changed the tables from %+v to %+v", path, sent, before, after)
-		}
-		return
-	}
-	rows, count := c.stored(t, want)
-	if rows != 1 {
-		t.Fatalf("%s: key %q: %d counter rows hold the key byte for byte, want 1", path, sent, rows)
-	}
-	switch a.status {
-	case http.StatusOK:
-		if body["key"] != want {
-			t.Fatalf("%s: body key %q, want %q exactly", path, body["key"], want)
-		}
-		if body["count"] != float64(count) || count < 1 || count > fuzzPolicy.Limit {
-			t.Fatalf("%s: key %q: body count %v, stored count %d", path, sent, body["count"], count)
-		}
-		if after.calls != before.calls+1 {
-			t.Fatalf("%s: key %q: allowed, but audit rows went from %d to %d", path, sent, before.calls, after.calls)
-		}
-	case http.StatusTooManyRequests:
-		detail := "Rate limit of 3 requests per 60s exceeded for key '" + want + "'."
-		if body["type"] != httpapi.TypeRateLimited || body["status"] != float64(429) || body["detail"] != detail {
-			t.Fatalf("%s: key %q: 429 body %s, want detail %q", path, sent, a.body, detail)
-		}
-		if ra, err := strconv.Atoi(a.header("Retry-After")); err != nil || ra < 1 {
-			t.Fatalf("%s: key %q: Retry-After %q", path, sent, a.header("Retry-After"))
-		}
-		if count <= fuzzPolicy.Limit || after.calls != before.calls {
-			t.Fatalf("%s: key %q: rejected at stored count %d with audit rows %d -> %d", path, sent, count, before.calls, after.calls)
-		}
-	default:
-		t.Fatalf("%s: valid key %q: %d %s, want 200 or 429", path, sent, a.status, a.body)
-	}
-	if d := after.windows - before.windows; d != 0 && d != 1 {
-		t.Fatalf("%s: key %q: one request added %d counter rows", path, sent, d)
-	}
-}
-
-// FuzzClientKey sends arbitrary bytes as the X-Client-Key value down both
-// paths a request can take: straight into the handler (the local server), and
-// as the raw header of an API Gateway v2 event through the Lambda adapter,
-// which splits header values on commas but whose Caller reads the raw value.
-// Each path has its own store. Either way the answer is a 400 problem for an
-// invalid key, or a 200/429 for exactly the bytes sent, stored exactly.
-func FuzzClientKey(f *testing.F) {
-	for _, seed := range []string{
-		"alice", "", "a,b", "a, b", " lead", "trail ", "a,,b", ",", "127.0.0.1",
-		"'; DROP TABLE rate_limit_windows; --", `" OR 1=1 --`, "%41", "a%00b", "a+b",
-		"clé 鍵", "🔑", "👨\u200d👩\u200d👧", "مفتاح", "e\u0301", "\u202eevil", "\ufeffbom", "\u2028",
-		strings.Repeat("x", 256), strings.Repeat("x", 257), strings.Repeat("🔑", 64),
-		(strings.Repeat("x", 254) + "🔑")[:256],
-		"a\x00b", "a\r\nX-Other: 1", "\t", "\x1f", "\x7f", "\u0085", "\xff", "\xc3",
-	} {
-		f.Add(seed)
-	}
-
-	local := openCheckedStore(f)
-	localAPI := httpapi.New(httpapi.Options{
-		Store: local.store, Policy: fuzzPolicy, KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
-		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler),
-	})
-	remote := openCheckedStore(f)
-	lambdaHandler := awslambda.HTTP(httpapi.New(httpapi.Options{
-		Store: remote.store, Policy: fuzzPolicy, KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
-		Now: func() time.Time { return now }, Caller: awslambda.Caller, Logger: slog.New(slog.DiscardHandler),
-	}))
-	fixture, err := os.ReadFile(filepath.Join("..", "..", "events", "ping.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	var event events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(fixture, &event); err != nil {
-		f.Fatal(err)
-	}
-	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "fuzz"})
-
-	f.Fuzz(func(t *testing.T, key string) {
-		before := local.tables(t)
-		r := httptest.NewRequest("GET", "/ping", nil)
-		r.Header.Set(httpapi.ClientKeyHeader, key)
-		if got := strings.Join(r.Header.Values(httpapi.ClientKeyHeader), ","); got != key {
-			t.Skipf("net/http altered the header from %q to %q before the handler", key, got)
-		}
-		w := httptest.NewRecorder()
-		localAPI.ServeHTTP(w, r)
-		checkKeyAnswer(t, local, "local", key, fromRecorder(w), before)
-
-		before = remote.tables(t)
-		e := event
-		e.Headers = maps.Clone(event.Headers)
-		e.Headers["x-client-key"] = key
-		resp, err := lambdaHandler(ctx, e)
-		if err != nil {
-			t.Fatalf("lambda: key %q: invocation error %v", key, err)
-		}
-		checkKeyAnswer(t, remote, "lambda", key, fromEvent(resp), before)
-	})
+	return sqlitetest.Counter(tb, c.db, key, limiter.WindowStart(now, fuzzPolicy.Window))
 }
 
 // FuzzStatusQuery sends arbitrary raw query strings to /status, set on
@@ -288,7 +100,7 @@ func FuzzStatusQuery(f *testing.F) {
 
 	c := openCheckedStore(f)
 	api := httpapi.New(httpapi.Options{
-		Store: c.store, Policy: fuzzPolicy, KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader},
+		Store: c.store, Rules: fuzzRules,
 		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler),
 	})
 	// Give some keys a count, and show that the write check sees writes: a

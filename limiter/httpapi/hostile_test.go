@@ -12,6 +12,7 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // hostileFixture is a fixture whose store the test also reads through a
@@ -86,7 +87,7 @@ func TestKeysAtTheByteLimit(t *testing.T) {
 			if strings.Contains(p["detail"].(string), tc.key) {
 				t.Errorf("the 400 echoes the rejected key: %v", p["detail"])
 			}
-			if got := c.tables(t); got != (tables{}) {
+			if got := c.tables(t); got != (sqlitetest.Rows{}) {
 				t.Errorf("a rejected key left rows: %+v", got)
 			}
 			wantProblem(t, f.do(t, "GET", "/status?key="+url.QueryEscape(tc.key)), 400, httpapi.TypeInvalidKey, "/status")
@@ -116,7 +117,7 @@ func TestUnicodeKeysAreStoredAndEchoedExactly(t *testing.T) {
 		})
 	}
 	// Every key has its own row: nothing was normalized or merged.
-	if got := c.tables(t); got.windows != int64(len(keys)) || got.calls != int64(len(keys)) {
+	if got := c.tables(t); got.Windows != int64(len(keys)) || got.Calls != int64(len(keys)) {
 		t.Errorf("tables %+v, want %d rows in each", got, len(keys))
 	}
 }
@@ -130,8 +131,8 @@ func TestCommaKeysAreOneKeyLocally(t *testing.T) {
 	// so they count against the same key as the single header.
 	wantKeyRoundTrip(t, f, c, f.do(t, "GET", "/ping", "X-Client-Key", "a", "X-Client-Key", "b"), "a,b", 2)
 	wantKeyRoundTrip(t, f, c, f.do(t, "GET", "/ping", "X-Client-Key", "a", "X-Client-Key", " b"), "a, b", 2)
-	if got := c.tables(t); got.windows != 2 {
-		t.Errorf("%d counter rows, want 2 (a,b and a, b)", got.windows)
+	if got := c.tables(t); got.Windows != 2 {
+		t.Errorf("%d counter rows, want 2 (a,b and a, b)", got.Windows)
 	}
 }
 
@@ -162,7 +163,7 @@ func TestSQLLookingKeysAreStoredLiterally(t *testing.T) {
 	if names != 2 {
 		t.Fatalf("%d of the 2 tables left", names)
 	}
-	if got, want := c.tables(t), (tables{windows: int64(len(keys)), calls: int64(len(keys)) + 2}); got != want {
+	if got, want := c.tables(t), (sqlitetest.Rows{Windows: int64(len(keys)), Calls: int64(len(keys)) + 2}); got != want {
 		t.Errorf("tables %+v, want %+v", got, want)
 	}
 	if rows, count := c.stored(t, keys[0]); rows != 1 || count != 5 {
@@ -207,7 +208,7 @@ func TestFloodOfDistinctKeysIsPrunedTwoWindowsLater(t *testing.T) {
 		}
 	}
 	window := limiter.FormatWindow(t0)
-	if got := c.tables(t); got != (tables{windows: keys, calls: keys}) {
+	if got := c.tables(t); got != (sqlitetest.Rows{Windows: keys, Calls: keys}) {
 		t.Fatalf("tables %+v after %d distinct keys, want %d rows in each", got, keys, keys)
 	}
 	if n := c.int(t, `SELECT count(DISTINCT key) FROM rate_limit_windows WHERE window_start = ?1 AND count = 1`, window); n != keys {
@@ -242,7 +243,7 @@ func TestFloodOfDistinctKeysIsPrunedTwoWindowsLater(t *testing.T) {
 	if n := prune(later); n != keys {
 		t.Fatalf("prune two windows on deleted %d rows, want %d", n, keys)
 	}
-	if got := c.tables(t); got != (tables{windows: 1, calls: keys + 1}) {
+	if got := c.tables(t); got != (sqlitetest.Rows{Windows: 1, Calls: keys + 1}) {
 		t.Errorf("tables %+v after prune, want only the live key's row and every audit row", got)
 	}
 	if rows, count := c.int(t, `SELECT count(*) FROM rate_limit_windows WHERE key = 'live'`), c.int(t, `SELECT count FROM rate_limit_windows WHERE key = 'live'`); rows != 1 || count != 1 {

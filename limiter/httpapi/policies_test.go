@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -14,8 +13,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/metrics"
-
-	_ "modernc.org/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // fourPolicies are configured as a user would, through POLICIES: the seed's
@@ -35,7 +33,7 @@ func (c *clock) now() time.Time { return c.t }
 func rulesFrom(t *testing.T, policies string) []limiter.Rule {
 	t.Helper()
 	env := map[string]string{"POLICIES": policies, "DB_PATH": "unused"}
-	cfg, err := limiter.LocalConfigFromEnv(func(k string) string { return env[k] })
+	cfg, err := limiter.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,15 +145,11 @@ func TestSeveralPoliciesOnOneRoute(t *testing.T) {
 
 	// Each policy keeps its own counters: ping's under the key as is.
 	rows := map[string]int64{}
-	db, err := sql.Open("sqlite", f.store.Path())
+	rs, err := sqlitetest.Inspect(t, f.store.Path()).Query(`SELECT key, window_start, count FROM rate_limit_windows`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	rs, err := db.Query(`SELECT key, window_start, count FROM rate_limit_windows`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer rs.Close()
 	for rs.Next() {
 		var k, ws string
 		var n int64
@@ -163,6 +157,9 @@ func TestSeveralPoliciesOnOneRoute(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows[strings.ReplaceAll(k, "\x1f", "/")+"@"+ws] = n
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
 	}
 	want := map[string]int64{
 		"alice@2026-01-01T00:00:00Z": 5, "alice@2026-01-01T00:01:00Z": 1,
@@ -206,7 +203,7 @@ func TestSeveralPoliciesOnOneRoute(t *testing.T) {
 // counted, told where they stand and logged, but never turned away.
 func TestGlobalShadowNeverRejects(t *testing.T) {
 	env := map[string]string{"DB_PATH": "unused", "RATE_LIMIT": "2", "SHADOW": "on"}
-	cfg, err := limiter.LocalConfigFromEnv(func(k string) string { return env[k] })
+	cfg, err := limiter.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

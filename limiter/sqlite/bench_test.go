@@ -16,6 +16,8 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
+	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 var benchModes = []string{"DELETE", "WAL"}
@@ -42,14 +44,9 @@ var benchPolicy = limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minu
 
 func benchStore(b *testing.B, mode string) *sqlite.Store {
 	b.Helper()
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{
+	return sqlitetest.Open(b, limiter.StoreConfig{
 		Path: filepath.Join(BenchDir(b), "bench.db"), JournalMode: mode, BusyTimeout: 5 * time.Second,
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	return s
 }
 
 // rawDB opens the store's file as a plain database/sql handle with the
@@ -81,7 +78,7 @@ func BenchmarkDecision(b *testing.B) {
 			now := t0.Add(30 * time.Second)
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := s.Allow(ctx, limiter.One(benchPolicy, benchKey(i), now, "GET /ping", "r")); err != nil {
+				if _, err := s.Allow(ctx, storetest.One(benchPolicy, benchKey(i), now, "GET /ping", "r")); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -157,7 +154,7 @@ func BenchmarkUsage(b *testing.B) {
 			ctx := context.Background()
 			now := t0.Add(30 * time.Second)
 			for i := range 8 {
-				s.Allow(ctx, limiter.One(benchPolicy, benchKey(i), now, "", ""))
+				s.Allow(ctx, storetest.One(benchPolicy, benchKey(i), now, "", ""))
 			}
 			b.ResetTimer()
 			for i := range b.N {

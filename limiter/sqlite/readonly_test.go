@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/internal/testproc"
 	"github.com/ft251/ratelimit/limiter/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
+	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 func readOnlyConfig(path string) limiter.StoreConfig {
@@ -21,21 +23,17 @@ func readOnlyConfig(path string) limiter.StoreConfig {
 
 func TestReadOnlyStoreReadsWhatWritersCommitted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rl.db")
-	w := mustOpenAt(t, path)
+	w := sqlitetest.Open(t, storeConfig(path))
 	allow(t, w, ping, "alice", t0)
 	allow(t, w, ping, "alice", t0)
-	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := sqlitetest.Open(t, readOnlyConfig(path))
 	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 2 {
 		t.Fatalf("read-only usage = %+v, %v; want count 2", u, err)
 	}
-	if _, err := r.Allow(context.Background(), limiter.One(ping, "alice", t0, "", "")); !errors.Is(err, limiter.ErrUnavailable) {
+	if _, err := r.Allow(context.Background(), storetest.One(ping, "alice", t0, "", "")); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Errorf("read-only Allow = %v; want ErrUnavailable: it must not write", err)
 	}
-	if n := queryInt(t, inspect(t, path), `SELECT count FROM rate_limit_windows`); n != 2 {
+	if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, path), `SELECT count FROM rate_limit_windows`); n != 2 {
 		t.Errorf("count after read-only use = %d, want 2", n)
 	}
 }
@@ -43,10 +41,13 @@ func TestReadOnlyStoreReadsWhatWritersCommitted(t *testing.T) {
 func TestReadOnlyStoreNeverCreatesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rl.db")
 	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
-	if r == nil || !errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("read-only open of a missing file = %v, %v; want a store and ErrUnavailable", r, err)
+	if err != nil {
+		t.Fatalf("read-only open of a missing file = %v; want a store", err)
 	}
 	defer r.Close()
+	if err := r.Ready(context.Background()); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("read-only store on a missing file: ready = %v; want ErrUnavailable", err)
+	}
 	// Nothing was ever counted in a database nobody created: count 0.
 	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 0 || u.Remaining != ping.Limit {
 		t.Errorf("usage before the database exists = %+v, %v; want count 0", u, err)
@@ -55,13 +56,16 @@ func TestReadOnlyStoreNeverCreatesTheFile(t *testing.T) {
 		t.Errorf("read-only open created %s", path)
 	}
 	// But a missing directory is a fault, not an empty database.
-	lost, _ := sqlite.Open(context.Background(), readOnlyConfig(filepath.Join(path+".d", "rl.db")))
+	lost, err := sqlite.Open(context.Background(), readOnlyConfig(filepath.Join(path+".d", "rl.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer lost.Close()
 	if _, err := lost.Usage(context.Background(), ping, "alice", t0); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Errorf("usage with the directory missing = %v, want ErrUnavailable", err)
 	}
 	// Once a writer has created and migrated it, the reader recovers.
-	allow(t, mustOpenAt(t, path), ping, "alice", t0)
+	allow(t, sqlitetest.Open(t, storeConfig(path)), ping, "alice", t0)
 	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 1 {
 		t.Errorf("usage after a writer created the file = %+v, %v; want count 1", u, err)
 	}
@@ -74,15 +78,16 @@ func TestReadOnlyStoreNeverCreatesTheFile(t *testing.T) {
 // every committed decision is still there.
 func TestHotJournalFromACrashedWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rl.db")
-	w := mustOpenAt(t, path)
+	w := sqlitetest.Open(t, storeConfig(path))
 	allow(t, w, ping, "alice", t0)
 	allow(t, w, ping, "alice", t0)
 	w.Close()
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "RATELIMIT_CRASHING_WRITER="+path)
-	out, _ := child.StdoutPipe()
-	child.Stderr = os.Stderr
+	child := testproc.Command(roleCrashingWriter, path)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +102,18 @@ func TestHotJournalFromACrashedWriter(t *testing.T) {
 	}
 
 	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
-	if r == nil || !errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("read-only open with a hot journal = %v, %v; want ErrUnavailable", r, err)
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer r.Close()
+	if err := r.Ready(context.Background()); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("read-only ready with a hot journal = %v; want ErrUnavailable", err)
+	}
 	if _, err := r.Usage(context.Background(), ping, "alice", t0); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("read-only usage with a hot journal = %v; want ErrUnavailable", err)
 	}
 
-	w = mustOpenAt(t, path) // a writer (the next /ping) rolls the journal back
+	w = sqlitetest.Open(t, storeConfig(path)) // a writer (the next /ping) rolls the journal back
 	if d := allow(t, w, ping, "alice", t0); d.Count != 3 {
 		t.Errorf("count after recovery = %d, want 3: two committed, the crashed +1000 rolled back, one new", d.Count)
 	}
@@ -115,11 +123,11 @@ func TestHotJournalFromACrashedWriter(t *testing.T) {
 	if u, err := r.Usage(context.Background(), ping, "alice", t0); err != nil || u.Count != 3 {
 		t.Errorf("read-only usage after recovery = %+v, %v; want count 3", u, err)
 	}
-	db := inspect(t, path)
-	if s := queryString(t, db, `PRAGMA integrity_check`); s != "ok" {
+	db := sqlitetest.Inspect(t, path)
+	if s := sqlitetest.QueryString(t, db, `PRAGMA integrity_check`); s != "ok" {
 		t.Errorf("integrity_check = %q", s)
 	}
-	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'crash'`); n != 0 {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls WHERE key = 'crash'`); n != 0 {
 		t.Errorf("%d audit rows of the crashed transaction survived", n)
 	}
 }

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,7 +12,8 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	_ "modernc.org/sqlite"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
+	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // t0 is 2026-01-01T00:00:00Z, the start of a window of any length that
@@ -26,46 +26,9 @@ func storeConfig(path string) limiter.StoreConfig {
 	return limiter.StoreConfig{Path: path, JournalMode: "DELETE", BusyTimeout: 5 * time.Second}
 }
 
-// mustOpen opens a store on a new file in a temporary directory.
-func mustOpen(tb testing.TB) *sqlite.Store {
-	tb.Helper()
-	return mustOpenAt(tb, filepath.Join(tb.TempDir(), "ratelimit.db"))
-}
-
-func mustOpenAt(tb testing.TB, path string) *sqlite.Store {
-	tb.Helper()
-	s, err := sqlite.Open(context.Background(), storeConfig(path))
-	if err != nil {
-		tb.Fatalf("open %s: %v", path, err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s
-}
-
-// inspect opens a second, plain connection to the store's file, as a user
-// with the sqlite3 shell would.
-func inspect(tb testing.TB, path string) *sql.DB {
-	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
-}
-
-func queryInt(tb testing.TB, db *sql.DB, query string, args ...any) int64 {
-	tb.Helper()
-	var n int64
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
 func allow(tb testing.TB, s *sqlite.Store, p limiter.Policy, key string, now time.Time) limiter.Decision {
 	tb.Helper()
-	o, err := s.Allow(context.Background(), limiter.One(p, key, now, "GET /ping", "req"))
+	o, err := s.Allow(context.Background(), storetest.One(p, key, now, "GET /ping", "req"))
 	if err != nil {
 		tb.Fatalf("allow %q at %v: %v", key, now, err)
 	}
@@ -73,11 +36,14 @@ func allow(tb testing.TB, s *sqlite.Store, p limiter.Policy, key string, now tim
 }
 
 func TestPruneDeletesLargeBacklogsInBatches(t *testing.T) {
-	s := mustOpen(t)
-	db := inspect(t, s.Path())
+	s := sqlitetest.Open(t, storeConfig(""))
+	db := sqlitetest.Connect(t, s.Path())
 	// 2,500 expired windows and 2,500 audit rows, interleaved in key order
 	// with 500 live ones, written directly for speed.
-	tx, _ := db.Begin()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3000 {
 		start := "2026-01-01T00:00:00Z" // expired at now
 		if i%6 == 0 {
@@ -105,19 +71,19 @@ func TestPruneDeletesLargeBacklogsInBatches(t *testing.T) {
 	if got.Windows != 2500 || got.Audit != 2500 {
 		t.Errorf("pruned %+v, want 2500 windows and 2500 audit rows", got)
 	}
-	if n := queryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE window_start = '2026-01-01T01:00:00Z'`); n != 500 {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE window_start = '2026-01-01T01:00:00Z'`); n != 500 {
 		t.Errorf("live windows left = %d, want 500", n)
 	}
-	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE called_at >= '2026-01-01T00:30:00.000Z'`); n != 500 {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls WHERE called_at >= '2026-01-01T00:30:00.000Z'`); n != 500 {
 		t.Errorf("young audit rows left = %d, want 500", n)
 	}
-	if n := queryInt(t, db, `SELECT count(*) FROM api_calls`); n != 500 {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls`); n != 500 {
 		t.Errorf("audit rows left = %d, want 500", n)
 	}
 }
 
 func TestPruneAuditKeepsYoungRowsOutOfOrder(t *testing.T) {
-	s := mustOpen(t)
+	s := sqlitetest.Open(t, storeConfig(""))
 	// Two hosts whose clocks differ: a young row committed before an old one.
 	for _, at := range []time.Duration{-2 * time.Hour, time.Minute, -time.Hour} {
 		allow(t, s, ping, "k", t0.Add(at))
@@ -129,8 +95,8 @@ func TestPruneAuditKeepsYoungRowsOutOfOrder(t *testing.T) {
 	if got.Audit != 1 {
 		t.Errorf("pruned %d audit rows, want 1: only the prefix before the first young row", got.Audit)
 	}
-	db := inspect(t, s.Path())
-	if n := queryInt(t, db, `SELECT count(*) FROM api_calls WHERE called_at >= '2026-01-01T00:00:00.000Z'`); n != 1 {
+	db := sqlitetest.Inspect(t, s.Path())
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM api_calls WHERE called_at >= '2026-01-01T00:00:00.000Z'`); n != 1 {
 		t.Errorf("young rows left = %d, want 1", n)
 	}
 }
@@ -143,7 +109,10 @@ func TestMigrationsAreVersionedAndSurviveRacingColdStarts(t *testing.T) {
 		wg.Go(func() {
 			s, err := sqlite.Open(context.Background(), storeConfig(path))
 			if err == nil {
-				_, err = s.Allow(context.Background(), limiter.One(ping, "k", t0, "", ""))
+				// Ready is a cold start's first touch of the file.
+				if err = s.Ready(context.Background()); err == nil {
+					_, err = s.Allow(context.Background(), storetest.One(ping, "k", t0, "", ""))
+				}
 				s.Close()
 			}
 			errs <- err
@@ -156,63 +125,63 @@ func TestMigrationsAreVersionedAndSurviveRacingColdStarts(t *testing.T) {
 			t.Errorf("racing open: %v", err)
 		}
 	}
-	db := inspect(t, path)
-	if v := queryInt(t, db, `PRAGMA user_version`); v != int64(sqlite.SchemaVersion()) {
+	db := sqlitetest.Inspect(t, path)
+	if v := sqlitetest.QueryInt(t, db, `PRAGMA user_version`); v != int64(sqlite.SchemaVersion()) {
 		t.Errorf("user_version = %d, want %d", v, sqlite.SchemaVersion())
 	}
-	if n := queryInt(t, db, `SELECT count FROM rate_limit_windows`); n != 8 {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count FROM rate_limit_windows`); n != 8 {
 		t.Errorf("count = %d, want 8", n)
 	}
 	// The note's redundant index is not created; the counter table is its
 	// own primary-key b-tree.
-	if n := queryInt(t, db, `SELECT count(*) FROM sqlite_schema WHERE type = 'index'`); n != 0 {
+	if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM sqlite_schema WHERE type = 'index'`); n != 0 {
 		t.Errorf("%d indexes, want none", n)
 	}
 }
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "newer.db")
-	mustOpenAt(t, path).Close()
-	inspect(t, path).Exec(`PRAGMA user_version = 99`)
-	_, err := sqlite.Open(context.Background(), storeConfig(path))
+	sqlitetest.Open(t, storeConfig(path)).Close()
+	if _, err := sqlitetest.Connect(t, path).Exec(`PRAGMA user_version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(context.Background(), storeConfig(path))
+	if err != nil {
+		t.Fatalf("open = %v; want a store, which opens the file when Ready", err)
+	}
+	defer s.Close()
+	err = s.Ready(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "newer than this binary") || errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("open of a newer schema: %v; want a fatal error saying so", err)
+		t.Fatalf("ready with a newer schema: %v; want a fatal error saying so", err)
 	}
 }
 
 func TestOpenNeverRunsInWALLeftByAnotherProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "wal.db")
 	// Another process keeps the file open in WAL mode, so SQLite cannot
-	// switch it to the rollback journal: Open must say so, not carry on in
-	// WAL, and succeed in the mode asked for once the file is free.
-	other, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// switch it to the rollback journal: opening must say so, not carry on
+	// in WAL, and succeed in the mode asked for once the file is free.
+	other := sqlitetest.Connect(t, path)
 	other.SetMaxOpenConns(1)
 	if _, err := other.Exec(`PRAGMA journal_mode = WAL; CREATE TABLE t (x)`); err != nil {
 		t.Fatal(err)
 	}
 	cfg := storeConfig(path)
 	cfg.BusyTimeout = 100 * time.Millisecond
-	if _, err = sqlite.Open(context.Background(), cfg); !errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("open while another process holds WAL = %v; want ErrUnavailable", err)
+	s, err := sqlite.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Ready(context.Background()); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("ready while another process holds WAL = %v; want ErrUnavailable", err)
 	}
 	other.Close()
-	s := mustOpenAt(t, path)
+	s = sqlitetest.Open(t, storeConfig(path))
 	allow(t, s, ping, "k", t0)
-	if mode := queryString(t, inspect(t, path), `PRAGMA journal_mode`); mode != "delete" {
+	if mode := sqlitetest.QueryString(t, sqlitetest.Inspect(t, path), `PRAGMA journal_mode`); mode != "delete" {
 		t.Errorf("journal mode after open = %q, want delete", mode)
 	}
-}
-
-func queryString(tb testing.TB, db *sql.DB, query string) string {
-	tb.Helper()
-	var s string
-	if err := db.QueryRow(query).Scan(&s); err != nil {
-		tb.Fatalf("%s: %v", query, err)
-	}
-	return s
 }
 
 func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
@@ -221,8 +190,12 @@ func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := sqlite.Open(context.Background(), storeConfig(path))
-	if s != nil || err == nil || !strings.Contains(err.Error(), path) || errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("open of garbage = %v, %v; want no store and a fatal error naming %s", s, err, path)
+	if err != nil {
+		t.Fatalf("open = %v; want a store, which opens the file when Ready", err)
+	}
+	defer s.Close()
+	if err := s.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), path) || errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("ready on garbage = %v; want a fatal error naming %s", err, path)
 	}
 }
 
@@ -230,11 +203,14 @@ func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mnt")
 	path := filepath.Join(dir, "ratelimit.db")
 	s, err := sqlite.Open(context.Background(), storeConfig(path))
-	if s == nil || !errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("open with missing directory = %v, %v; want a store and ErrUnavailable", s, err)
+	if err != nil {
+		t.Fatalf("open with missing directory = %v; want a store", err)
 	}
 	defer s.Close()
-	_, err = s.Allow(context.Background(), limiter.One(ping, "k", t0, "", ""))
+	if err := s.Ready(context.Background()); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("ready with missing directory = %v; want ErrUnavailable", err)
+	}
+	_, err = s.Allow(context.Background(), storetest.One(ping, "k", t0, "", ""))
 	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("allow = %v; want ErrUnavailable naming the path", err)
 	}
@@ -246,7 +222,7 @@ func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
 
 func TestDeletedFileIsReopened(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.db")
-	s := mustOpenAt(t, path)
+	s := sqlitetest.Open(t, storeConfig(path))
 	allow(t, s, ping, "k", t0)
 	allow(t, s, ping, "k", t0)
 	os.Remove(path)
@@ -256,7 +232,7 @@ func TestDeletedFileIsReopened(t *testing.T) {
 	if d.Count != 1 {
 		t.Errorf("count after the file was deleted = %d, want 1 in a new file", d.Count)
 	}
-	if n := queryInt(t, inspect(t, path), `SELECT count FROM rate_limit_windows`); n != 1 {
+	if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, path), `SELECT count FROM rate_limit_windows`); n != 1 {
 		t.Errorf("new file holds count %d, want 1", n)
 	}
 }
@@ -265,20 +241,15 @@ func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locked.db")
 	cfg := storeConfig(path)
 	cfg.BusyTimeout = 50 * time.Millisecond
-	s, err := sqlite.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	other := inspect(t, path)
-	conn, err := other.Conn(context.Background())
+	s := sqlitetest.Open(t, cfg)
+	conn, err := sqlitetest.Connect(t, path).Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Allow(context.Background(), limiter.One(ping, "k", t0, "", ""))
+	_, err = s.Allow(context.Background(), storetest.One(ping, "k", t0, "", ""))
 	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("allow while locked = %v; want ErrUnavailable (database is locked)", err)
 	}
@@ -293,12 +264,11 @@ func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locked.db")
 	cfg := storeConfig(path)
 	cfg.BusyTimeout = limiter.MaxBusyTimeout
-	s, err := sqlite.Open(context.Background(), cfg)
+	s := sqlitetest.Open(t, cfg)
+	conn, err := sqlitetest.Connect(t, path).Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	conn, _ := inspect(t, path).Conn(context.Background())
 	defer conn.Close()
 	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
 		t.Fatal(err)
@@ -306,7 +276,7 @@ func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Allow(ctx, limiter.One(ping, "k", t0, "", ""))
+	_, err = s.Allow(ctx, storetest.One(ping, "k", t0, "", ""))
 	// The busy timeout is 20 s; returning at all before it shows the
 	// deadline, not the timeout, ended the wait.
 	if !errors.Is(err, limiter.ErrUnavailable) || time.Since(start) >= limiter.MaxBusyTimeout/2 {
@@ -320,12 +290,11 @@ func TestWaitsForAHeldLockAndCountsRetries(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "held.db")
 		cfg := storeConfig(path)
 		cfg.SQLiteBusyHandler = sqliteHandler
-		s, err := sqlite.Open(context.Background(), cfg)
+		s := sqlitetest.Open(t, cfg)
+		conn, err := sqlitetest.Connect(t, path).Conn(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
-		conn, _ := inspect(t, path).Conn(context.Background())
 		if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
 			t.Fatal(err)
 		}
@@ -350,12 +319,8 @@ func TestWaitsForAHeldLockAndCountsRetries(t *testing.T) {
 func TestReaderNoticesAReplacedFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ratelimit.db")
-	allow(t, mustOpenAt(t, path), ping, "k", t0)
-	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	allow(t, sqlitetest.Open(t, storeConfig(path)), ping, "k", t0)
+	r := sqlitetest.Open(t, readOnlyConfig(path))
 	if u, _ := r.Usage(context.Background(), ping, "k", t0); u.Count != 1 {
 		t.Fatalf("count %d, want 1", u.Count)
 	}
@@ -363,7 +328,7 @@ func TestReaderNoticesAReplacedFile(t *testing.T) {
 	// different count. Readers are not warned by SQLite, so the store looks
 	// at most once per FileCheckInterval of real time.
 	other := filepath.Join(dir, "other.db")
-	w := mustOpenAt(t, other)
+	w := sqlitetest.Open(t, storeConfig(other))
 	allow(t, w, ping, "k", t0)
 	allow(t, w, ping, "k", t0)
 	w.Close()
@@ -385,18 +350,15 @@ func TestOpenRefusesADirectory(t *testing.T) {
 
 func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rl.db")
-	s := mustOpenAt(t, path)
+	s := sqlitetest.Open(t, storeConfig(path))
 	allow(t, s, ping, "k", t0)
 	// A local server configured for WAL opens the same file and switches it.
-	wal, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path, JournalMode: "WAL", BusyTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wal := sqlitetest.Open(t, limiter.StoreConfig{Path: path, JournalMode: "WAL", BusyTimeout: time.Second})
 	allow(t, wal, ping, "k", t0)
 	time.Sleep(sqlite.FileCheckInterval)
 	// The rollback-journal store notices within a second and stops rather
 	// than carry on in WAL, which is unsafe where it runs (EFS).
-	if _, err := s.Allow(context.Background(), limiter.One(ping, "k", t0, "", "")); err == nil || !strings.Contains(err.Error(), "journal mode") {
+	if _, err := s.Allow(context.Background(), storetest.One(ping, "k", t0, "", "")); err == nil || !strings.Contains(err.Error(), "journal mode") {
 		t.Errorf("allow after the switch = %v; want an error about the journal mode", err)
 	}
 	wal.Close()
@@ -404,7 +366,7 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 	if d := allow(t, s, ping, "k", t0); d.Count != 3 {
 		t.Errorf("count after the WAL process left = %d, want 3", d.Count)
 	}
-	if mode := queryString(t, inspect(t, path), `PRAGMA journal_mode`); mode != "delete" {
+	if mode := sqlitetest.QueryString(t, sqlitetest.Inspect(t, path), `PRAGMA journal_mode`); mode != "delete" {
 		t.Errorf("journal mode = %q, want delete", mode)
 	}
 }

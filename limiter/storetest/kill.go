@@ -1,0 +1,168 @@
+package storetest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// The crash test every store runs: worker processes decide as fast as they
+// can on one store, and are killed with SIGKILL at random moments, most
+// likely inside a decision (that is where a worker spends its time). A
+// store's test starts the workers (its test binary again, see
+// limiter/internal/testproc), runs Kill, reads what the store holds, and
+// calls Killed.Check.
+
+// Work is a worker's loop: it decides attempts under p at now, each for one
+// of keys keys ("k0", "k1", ...) picked at random, as fast as s answers,
+// and prints the key of each one that Allow returned (so committed) on a
+// line of stdout. It never returns: a failed decision exits the process
+// with status 1.
+func Work(s limiter.Store, p limiter.Policy, keys int, now time.Time) {
+	out := bufio.NewWriter(os.Stdout)
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("k%d", rand.IntN(keys))
+		// The request id is unique across workers, as API Gateway's is.
+		if _, err := s.Allow(context.Background(), One(p, key, now, "GET /ping", fmt.Sprint(os.Getpid(), "-", i))); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(out, key)
+		out.Flush()
+	}
+}
+
+// Kills says how Kill runs its workers.
+type Kills struct {
+	// Procs workers run at a time; Kills of them are killed, one after
+	// another, each replaced by a new one.
+	Procs, Kills int
+	// Before each kill, Gap to 3*Gap more decisions are reported, so that
+	// the kill lands at a random moment; after it, Gap more, so that the
+	// survivors and the newcomer are seen to carry on.
+	Gap int
+	// Timeout bounds each wait for those decisions.
+	Timeout time.Duration
+}
+
+// Killed is what a Kill run's workers reported.
+type Killed struct {
+	Plan Kills
+	// Reported is how many decisions each key had reported committed.
+	Reported map[string]int64
+	// Total is all of them.
+	Total int
+}
+
+// Kill starts k.Procs workers with start, which returns a command not yet
+// started (its stdout is Kill's to read), kills and replaces k.Kills of
+// them at random moments, then kills them all, and returns what they
+// reported.
+func Kill(t *testing.T, k Kills, start func() *exec.Cmd) (res Killed) {
+	t.Helper()
+	var mu sync.Mutex
+	res = Killed{Plan: k, Reported: map[string]int64{}}
+	var wg sync.WaitGroup
+	launch := func() *exec.Cmd {
+		t.Helper()
+		cmd := start()
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				mu.Lock()
+				res.Reported[sc.Text()]++
+				res.Total++
+				mu.Unlock()
+			}
+		})
+		return cmd
+	}
+	progress := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return res.Total
+	}
+	waitForProgress := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(k.Timeout)
+		for before := progress(); progress() < before+n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no progress: %d decisions reported", progress())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	procs := make([]*exec.Cmd, k.Procs)
+	for i := range procs {
+		procs[i] = launch()
+	}
+	// The last kills, on a failure too: no worker outlives the test. They
+	// are counted in res, which is returned after them.
+	defer func() {
+		for _, p := range procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+		wg.Wait()
+	}()
+	for range k.Kills {
+		waitForProgress(k.Gap + rand.IntN(2*k.Gap))
+		i := rand.IntN(len(procs))
+		procs[i].Process.Kill()
+		procs[i].Wait()
+		procs[i] = launch()
+		waitForProgress(k.Gap)
+	}
+	return res
+}
+
+// Window is what a store holds for one key's window after a Kill run.
+type Window struct {
+	Count int64 // the counter
+	Audit int64 // audit records
+}
+
+// Check checks the store's windows, by key, against what the workers
+// reported, which all decided under one policy of the given limit: every
+// window has exactly min(count, limit) audit records (a decision commits
+// its increment and its audit record together, or neither); no decision a
+// worker reported committed is missing; and at most one decision per
+// killed process (the kills, and the last of every worker at the end) is
+// stored without having been reported, committed just before its kill.
+func (k Killed) Check(t *testing.T, limit int64, stored map[string]Window) {
+	t.Helper()
+	for key, w := range stored {
+		if w.Audit != min(w.Count, limit) {
+			t.Errorf("%s: count %d with %d audit records, want %d", key, w.Count, w.Audit, min(w.Count, limit))
+		}
+	}
+	for key, n := range k.Reported {
+		if stored[key].Count < n {
+			t.Errorf("%s: %d decisions reported committed, only %d stored: a committed decision was lost", key, n, stored[key].Count)
+		}
+	}
+	var extra int64
+	for key, w := range stored {
+		extra += w.Count - k.Reported[key]
+	}
+	t.Logf("%d decisions reported, %d more stored by processes killed before they could report them", k.Total, extra)
+	if most := int64(k.Plan.Kills + k.Plan.Procs); extra > most {
+		t.Errorf("%d stored decisions nobody reported, more than one per killed process (%d)", extra, most)
+	}
+}
