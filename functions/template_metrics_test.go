@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
@@ -18,7 +19,7 @@ func emfLines(t *testing.T, namespace string) (decision, storeErr map[string]any
 	var b bytes.Buffer
 	e := metrics.New(&b, namespace)
 	e.Decision(time.Now(), "ping", "GET /ping", metrics.Allowed, time.Millisecond)
-	e.StoreError(time.Now(), "GET /ping")
+	e.StoreError(time.Now(), "GET /ping", limiter.FaultCorrupt)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	json.Unmarshal([]byte(lines[0]), &decision)
 	json.Unmarshal([]byte(lines[1]), &storeErr)
@@ -69,7 +70,8 @@ func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
 
 	// The dashboard body, substituted.
 	sub := at(res, "Dashboard", "Properties", "DashboardBody", "Fn::Sub").([]any)
-	vars := map[string]string{"AWS::Region": region, "StoreErrorsAlarm.Arn": "arn:aws:cloudwatch:" + region + ":123456789012:alarm:x"}
+	vars := map[string]string{"AWS::Region": region, "StoreErrorsAlarm.Arn": "arn:aws:cloudwatch:" + region + ":123456789012:alarm:x",
+		"StoreFaultsAlarm.Arn": "arn:aws:cloudwatch:" + region + ":123456789012:alarm:y"}
 	for k, v := range sub[1].(map[string]any) {
 		if v, ok := at(v, "Fn::Sub").(string); ok {
 			vars[k] = strings.ReplaceAll(v, "${AWS::StackName}", stack)
@@ -114,8 +116,12 @@ func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
 					continue
 				}
 				dims := slices.Sorted(slices.Values(strings.Split(s[2], ",")))
-				if s[1] != namespace || !slices.ContainsFunc(decDims, func(d []string) bool { return slices.Equal(d, dims) }) || !slices.Contains(decNames, s[3]) {
-					t.Errorf("%q searches {%s,%s} %s; the functions write %s %v in %v", p.Title, s[1], s[2], s[3], namespace, decNames, decDims)
+				lineDims, lineNames := decDims, decNames
+				if slices.Contains(errNames, s[3]) {
+					lineDims, lineNames = errDims, errNames
+				}
+				if s[1] != namespace || !slices.ContainsFunc(lineDims, func(d []string) bool { return slices.Equal(d, dims) }) || !slices.Contains(lineNames, s[3]) {
+					t.Errorf("%q searches {%s,%s} %s; the functions write %s %v in %v", p.Title, s[1], s[2], s[3], namespace, lineNames, lineDims)
 				}
 				graphed = append(graphed, s[3]+" "+s[4])
 				continue
@@ -155,5 +161,37 @@ func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
 	}
 	if at(a, "TreatMissingData") != "notBreaching" {
 		t.Errorf("alarm TreatMissingData = %v: StoreErrors exists only while errors happen, so missing data is good news", at(a, "TreatMissingData"))
+	}
+
+	// The persistent faults' alarm adds up StoreErrors of exactly the
+	// faults that do not clear by themselves, by the dimension the
+	// functions write them under.
+	if !slices.ContainsFunc(errDims, func(d []string) bool { return slices.Equal(d, []string{"Fault"}) }) {
+		t.Fatalf("the functions write StoreErrors by %v, not by Fault", errDims)
+	}
+	var watched []string
+	for _, m := range at(res, "StoreFaultsAlarm", "Properties", "Metrics").([]any) {
+		stat := at(m, "MetricStat", "Metric")
+		if stat == nil {
+			continue
+		}
+		if at(stat, "Namespace", "Fn::Sub") != "RateLimit/${AWS::StackName}" || at(stat, "MetricName") != "StoreErrors" || at(stat, "Dimensions", 0, "Name") != "Fault" {
+			t.Errorf("faults alarm watches %s", jsonOf(stat))
+		}
+		watched = append(watched, at(stat, "Dimensions", 0, "Value").(string))
+	}
+	var persistent []string
+	for _, f := range []limiter.Fault{limiter.FaultBusy, limiter.FaultUnavailable, limiter.FaultCorrupt, limiter.FaultSchema, limiter.FaultJournalMode} {
+		if !f.Transient() {
+			persistent = append(persistent, string(f))
+		}
+	}
+	slices.Sort(watched)
+	slices.Sort(persistent)
+	if !slices.Equal(watched, persistent) {
+		t.Errorf("faults alarm watches %v, want the faults that do not clear by themselves, %v", watched, persistent)
+	}
+	if decision["Fault"] != nil || storeErr["Fault"] != string(limiter.FaultCorrupt) {
+		t.Errorf("the store error line's Fault = %v", storeErr["Fault"])
 	}
 }

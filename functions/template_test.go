@@ -254,8 +254,10 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 	want("PruneFunctionRole EFS actions", actions("PruneFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
 	want("StatusFunctionRole EFS actions", actions("StatusFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount"})
 	want("PingFunctionRole DynamoDB actions with SQLite", actions("PingFunctionRole", true, "dynamodb"), []string(nil))
-	want("PingFunctionRole DynamoDB actions", actions("PingFunctionRole", false, "dynamodb"), []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"})
-	want("StatusFunctionRole DynamoDB actions", actions("StatusFunctionRole", false, "dynamodb"), []string{"dynamodb:GetItem"})
+	want("PingFunctionRole DynamoDB actions", actions("PingFunctionRole", false, "dynamodb"),
+		[]string{"dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"})
+	want("StatusFunctionRole DynamoDB actions", actions("StatusFunctionRole", false, "dynamodb"),
+		[]string{"dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem"})
 	want("PingFunctionRole EFS actions with DynamoDB", actions("PingFunctionRole", false, "elasticfilesystem"), []string(nil))
 
 	// Which resources each store gets.
@@ -273,6 +275,11 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 	want("table TTL", at(tbl, "TimeToLiveSpecification"), map[string]any{"AttributeName": "expires_at", "Enabled": true})
 	want("table PITR", at(tbl, "PointInTimeRecoverySpecification", "PointInTimeRecoveryEnabled"), true)
 	want("table deletion protection", at(tbl, "DeletionProtectionEnabled"), ref("TableDeletionProtection"))
+	// The data outlives the stack: sam delete leaves it.
+	for _, name := range []string{"CountersTable", "FileSystem"} {
+		want(name+" deletion policy", at(res, name, "DeletionPolicy"), "Retain")
+		want(name+" update replace policy", at(res, name, "UpdateReplacePolicy"), "Retain")
+	}
 	want("table keys", at(tbl, "KeySchema"), []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}, map[string]any{"AttributeName": "sk", "KeyType": "RANGE"}})
 	// EFS grants everything to every client without a file system policy.
 	if at(res, "FileSystem", "Properties", "FileSystemPolicy") == nil {
@@ -293,6 +300,9 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 	want("/status security", at(paths, "/status", "get", "security"), []any{map[string]any{"AWS_IAM": []any{}}})
 	want("/ping security", at(paths, "/ping", "get", "security"), nil)
 	want("stage", at(res, "HttpApiApiGatewayDefaultStage", "Properties", "StageName"), "$default")
+	// API Gateway turns away what the store could not decide in time.
+	want("stage throttling", at(res, "HttpApiApiGatewayDefaultStage", "Properties", "DefaultRouteSettings"),
+		map[string]any{"ThrottlingRateLimit": ref("ThrottleRate"), "ThrottlingBurstLimit": ref("ThrottleBurst")})
 
 	// Schedule and its single prune at a time.
 	want("schedule", at(res, "PruneFunctionSchedule", "Properties", "ScheduleExpression"), ref("PruneSchedule"))
@@ -336,5 +346,32 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 		if outputs[o] == nil {
 			t.Errorf("no output %s", o)
 		}
+	}
+}
+
+// TestDeployDefaultsAreSafe: what `sam deploy` deploys without being asked
+// keys on what a client cannot choose, keeps audit rows a bounded time and
+// throttles the stage, in the template's defaults and in samconfig.toml
+// alike. (The local server keeps the design note's X-Client-Key.)
+func TestDeployDefaultsAreSafe(t *testing.T) {
+	tpl := expand(t)
+	samconfig, err := os.ReadFile(filepath.Join("..", "samconfig.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrides := regexp.MustCompile(`(?m)^parameter_overrides = "(.*)"$`).FindStringSubmatch(string(samconfig))
+	if overrides == nil {
+		t.Fatal("samconfig.toml has no parameter_overrides")
+	}
+	for param, want := range map[string]string{"ClientKeySource": "source-ip", "AuditRetention": "30d", "ThrottleRate": "15", "ThrottleBurst": "30"} {
+		if got := fmt.Sprint(tpl.Parameters[param].Default); got != want {
+			t.Errorf("template default %s = %q, want %q", param, got, want)
+		}
+		if !strings.Contains(" "+overrides[1]+" ", " "+param+"="+want+" ") {
+			t.Errorf("samconfig.toml deploys %s other than %s: %s", param, want, overrides[1])
+		}
+	}
+	if _, err := limiter.ParseKeySource(fmt.Sprint(tpl.Parameters["ClientKeySource"].Default)); err != nil {
+		t.Error(err)
 	}
 }

@@ -1,7 +1,9 @@
 package awslambda_test
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -200,5 +202,44 @@ func TestForgedProxyContextHeaderIsIgnoredEverywhere(t *testing.T) {
 				t.Errorf("claim key source with forged claims: %d %s, want 401", resp.StatusCode, resp.Body)
 			}
 		})
+	}
+}
+
+// TestKeysThatWereNotUTF8AreRefusedAlike sends, in the event's JSON as the
+// runtime receives it, an X-Client-Key holding a lone UTF-16 surrogate
+// (\ud800) or a raw 0xFF byte. JSON decoding turns both into U+FFFD before
+// the handler sees them, so "a\ud800b", "a\xffb" and "a\x80b" would share
+// one counter: they are refused, 400, as the local server refuses the raw
+// bytes.
+func TestKeysThatWereNotUTF8AreRefusedAlike(t *testing.T) {
+	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+	const placeholder = "PLACEHOLDER-KEY"
+	raw, err := json.Marshal(pingEvent(t, "x-client-key", placeholder))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, inJSON := range map[string]string{"lone surrogate": `a\ud800b`, "raw 0xFF": "a\xffb", "raw continuation byte": "a\x80b"} {
+		t.Run(name, func(t *testing.T) {
+			event := bytes.Replace(raw, []byte(placeholder), []byte(inJSON), 1)
+			var e events.APIGatewayV2HTTPRequest
+			if err := json.Unmarshal(event, &e); err != nil {
+				t.Fatal(err)
+			}
+			resp := f.invoke(t, e)
+			if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 400 || b["type"] != httpapi.TypeInvalidKey {
+				t.Errorf("Lambda: %d %v, want 400 %s", resp.StatusCode, b, httpapi.TypeInvalidKey)
+			}
+		})
+	}
+	api := httpapi.New(httpapi.Options{Store: f.store, Rules: pingRules(pingPolicy, limiter.KeySource{Kind: limiter.KeyFromHeader}), Logger: slog.New(slog.DiscardHandler)})
+	r := httptest.NewRequest("GET", "/ping", nil)
+	r.Header["X-Client-Key"] = []string{"a\xffb"}
+	w := httptest.NewRecorder()
+	api.ServeHTTP(w, r)
+	if w.Code != 400 {
+		t.Errorf("local: %d %s, want 400", w.Code, w.Body)
+	}
+	if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, f.store.Path()), `SELECT count(*) FROM rate_limit_windows`); n != 0 {
+		t.Errorf("%d counters written for refused keys", n)
 	}
 }

@@ -48,15 +48,17 @@ func TestKillNineBetweenWrites(t *testing.T) {
 	stored := map[string]storetest.Window{}
 	for _, it := range scan(t, c, table) {
 		pk := s(it["pk"])
-		if k, ok := strings.CutPrefix(pk, "call#"); ok {
-			k = strings.Split(k, "#")[0]
+		if k, ok := strings.CutPrefix(pk, "call\x1f"); ok {
+			k = strings.Split(k, "\x1f")[0]
 			w := stored[k]
 			w.Audit++
 			stored[k] = w
-		} else {
-			w := stored[pk]
+		} else if k, ok := strings.CutPrefix(pk, "counter\x1f"); ok {
+			w := stored[k]
 			w.Count = n(it["count"])
-			stored[pk] = w
+			stored[k] = w
+		} else {
+			t.Errorf("item %q %q is neither a counter nor an audit record", pk, s(it["sk"]))
 		}
 	}
 	killed.Check(t, workerPolicy.Limit, stored)

@@ -3,6 +3,7 @@ package dynamodb_test
 import (
 	"context"
 	"sort"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -147,14 +148,15 @@ func TestItemsCarryTheirExpiry(t *testing.T) {
 		if v, ok := it["expires_at"]; ok {
 			e = time.Unix(n(v), 0).UTC().Format(time.RFC3339)
 		}
-		got = append(got, s(it["pk"])+" "+s(it["sk"])[:6]+" expires "+e)
+		// U+001F separates the parts of a key: shown as ␟.
+		got = append(got, strings.ReplaceAll(s(it["pk"]), "\x1f", "␟")+" "+s(it["sk"])[:6]+" expires "+e)
 	}
 	sort.Strings(got)
 	want := []string{
-		"call#forever#2026-01-01T00:00:00Z 2026-0 expires none",
-		"call#kept#2026-01-01T00:00:00Z 2026-0 expires 2026-01-01T03:00:45Z",
-		"forever window expires 2026-01-01T00:02:00Z",
-		"kept window expires 2026-01-01T00:02:00Z",
+		"call␟forever␟2026-01-01T00:00:00Z 2026-0 expires none",
+		"call␟kept␟2026-01-01T00:00:00Z 2026-0 expires 2026-01-01T03:00:45Z",
+		"counter␟forever window expires 2026-01-01T00:02:00Z",
+		"counter␟kept window expires 2026-01-01T00:02:00Z",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("items:\n%v\nwant\n%v", got, want)

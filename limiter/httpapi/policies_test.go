@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -249,8 +250,44 @@ func TestStoreErrorsAreMeasured(t *testing.T) {
 		}
 		var m map[string]any
 		json.Unmarshal(line, &m)
-		if m["StoreErrors"] != 1.0 || m["Route"] != "GET /ping" || bytes.Count(line, []byte("\n")) != 0 {
-			t.Errorf("%s: want one StoreErrors line for GET /ping, got %s", mode, emf.Bytes())
+		if m["StoreErrors"] != 1.0 || m["Route"] != "GET /ping" || m["Fault"] != "unavailable" || bytes.Count(line, []byte("\n")) != 0 {
+			t.Errorf("%s: want one StoreErrors line for GET /ping, fault unavailable, got %s", mode, emf.Bytes())
+		}
+	}
+}
+
+// faultyStore fails every decision with err.
+type faultyStore struct {
+	limiter.Store
+	err error
+}
+
+func (s faultyStore) Allow(context.Context, limiter.Attempt) (limiter.Outcome, error) {
+	return limiter.Outcome{}, s.err
+}
+
+// TestPersistentFaultsAreErrorsWithTheirClass: a store fault that will not
+// clear by itself (a corrupt file) is logged at ERROR with its class and
+// measured under its Fault, where a busy lock is a WARN: an alarm can tell
+// "corrupt" from "busy". Both get the fail mode's answer.
+func TestPersistentFaultsAreErrorsWithTheirClass(t *testing.T) {
+	for _, tc := range []struct {
+		fault limiter.Fault
+		level string
+	}{{limiter.FaultCorrupt, "ERROR"}, {limiter.FaultSchema, "ERROR"}, {limiter.FaultJournalMode, "ERROR"}, {limiter.FaultBusy, "WARN"}, {limiter.FaultUnavailable, "WARN"}} {
+		var emf bytes.Buffer
+		err := limiter.Failed(tc.fault, "sqlite: decide /x.db: injected")
+		f := newFixture(t, httpapi.Options{Store: faultyStore{Store: sqlitetest.Open(t, limiter.StoreConfig{}), err: err}, Metrics: metrics.New(&emf, "")})
+		w := f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+		wantProblem(t, w, 503, httpapi.TypeStoreUnavailable, "/ping")
+		var m, log map[string]any
+		json.Unmarshal(bytes.TrimSpace(emf.Bytes()), &m)
+		json.Unmarshal(bytes.TrimSpace(f.logs.Bytes()), &log)
+		if m["Fault"] != string(tc.fault) {
+			t.Errorf("%s: metric Fault = %v", tc.fault, m["Fault"])
+		}
+		if log["level"] != tc.level || log["fault"] != string(tc.fault) {
+			t.Errorf("%s: log level %v, fault %v; want %s, %s", tc.fault, log["level"], log["fault"], tc.level, tc.fault)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
@@ -64,19 +65,19 @@ func TestDecisionLineIsEMF(t *testing.T) {
 
 func TestStoreErrorLineIsEMFWithARouteAndAnOverallSeries(t *testing.T) {
 	var b bytes.Buffer
-	metrics.New(&b, "").StoreError(at, "GET /ping")
+	metrics.New(&b, "").StoreError(at, "GET /ping", limiter.FaultCorrupt)
 	m := lines(t, &b)[0]
 	dir := m["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
 	if dir["Namespace"] != metrics.DefaultNamespace {
 		t.Errorf("Namespace = %v, want the default %q", dir["Namespace"], metrics.DefaultNamespace)
 	}
 	// The empty set is the series the template's alarm watches: one alarm
-	// for every route.
-	if d, _ := json.Marshal(dir["Dimensions"]); string(d) != `[["Route"],[]]` {
+	// for every route; Fault is the series of the persistent faults' alarm.
+	if d, _ := json.Marshal(dir["Dimensions"]); string(d) != `[["Route"],["Fault"],[]]` {
 		t.Errorf("Dimensions = %s", d)
 	}
-	if m["StoreErrors"] != 1.0 || m["Route"] != "GET /ping" {
-		t.Errorf("StoreErrors = %v, Route = %v", m["StoreErrors"], m["Route"])
+	if m["StoreErrors"] != 1.0 || m["Route"] != "GET /ping" || m["Fault"] != "corrupt" {
+		t.Errorf("StoreErrors = %v, Route = %v, Fault = %v", m["StoreErrors"], m["Route"], m["Fault"])
 	}
 }
 
@@ -94,7 +95,7 @@ func TestLinesStayWholeUnderConcurrency(t *testing.T) {
 				if i%2 == 0 {
 					e.Decision(at, "ping", "GET /ping", metrics.Allowed, time.Millisecond)
 				} else {
-					e.StoreError(at, "GET /ping")
+					e.StoreError(at, "GET /ping", limiter.FaultBusy)
 				}
 			}
 		}()

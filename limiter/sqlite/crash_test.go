@@ -26,12 +26,15 @@ const (
 	roleCrashingWriter = "crashing writer"
 	// roleDecidingWorker makes decisions until killed.
 	roleDecidingWorker = "deciding worker"
+	// roleLockHolder holds the database's write lock until its stdin closes.
+	roleLockHolder = "lock holder"
 )
 
 func TestMain(m *testing.M) {
 	testproc.Main(m, map[string]func(path string){
 		roleCrashingWriter: crashingWriter,
 		roleDecidingWorker: decidingWorker,
+		roleLockHolder:     holdLock,
 	})
 }
 

@@ -215,9 +215,7 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	if err := s.checkPragmas(ctx, db); err != nil {
 		return nil, err
 	}
-	if testHookOpened != nil {
-		testHookOpened(s.path)
-	}
+	testHook("pragmas", s.path)
 	if s.cfg.ReadOnly {
 		err = checkVersion(ctx, db)
 	} else {
@@ -226,6 +224,7 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	if err != nil {
 		return nil, err
 	}
+	testHook("migrated", s.path)
 	if err := refreshSchema(ctx, db); err != nil {
 		return nil, err
 	}
@@ -246,18 +245,28 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	return h, nil
 }
 
-// testHookOpened, when set by a test, runs when open has read the pragmas
-// back and before it migrates: where another cold start may commit.
-var testHookOpened func(path string)
+// testHookOpen, when set by a test, runs at points of open where another
+// process may act: "pragmas" (the pragmas read back, the schema not yet
+// migrated) and "migrated" (before the statements are prepared).
+var testHookOpen func(stage, path string)
+
+func testHook(stage, path string) {
+	if testHookOpen != nil {
+		testHookOpen(stage, path)
+	}
+}
 
 // refreshSchema makes the connection reload the schema if another
 // connection changed it since this one read it. A connection that opened a
 // new, empty file reads its (empty) schema while applying the DSN's
 // pragmas; if another cold start creates the tables and commits before this
-// one reads user_version, migrate finds nothing to do, and PRAGMA
-// user_version does not check the schema cookie: the statements would then
-// be prepared against the empty schema ("no such table"). A SELECT on
-// sqlite_schema checks the cookie and reloads a stale schema.
+// one reads user_version, migrate finds nothing to do (PRAGMA user_version
+// does not check the schema cookie). Preparing a statement against the
+// stale schema then fails with "no such table", unless SQLite can take a
+// read lock to notice the schema changed; with another process committing
+// at that moment (and busy_timeout 0) it cannot, and the error stands. A
+// SELECT on sqlite_schema checks the cookie and reloads a stale schema, or
+// fails with SQLITE_BUSY, which the caller waits out like any lock.
 func refreshSchema(ctx context.Context, db *sql.DB) error {
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {

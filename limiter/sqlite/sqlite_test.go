@@ -154,6 +154,9 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "newer than this binary") || errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("ready with a newer schema: %v; want a fatal error saying so", err)
 	}
+	if f := limiter.FaultOf(err); f != limiter.FaultSchema {
+		t.Errorf("fault %q, want %q", f, limiter.FaultSchema)
+	}
 }
 
 func TestOpenNeverRunsInWALLeftByAnotherProcess(t *testing.T) {
@@ -194,8 +197,12 @@ func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
 		t.Fatalf("open = %v; want a store, which opens the file when Ready", err)
 	}
 	defer s.Close()
-	if err := s.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), path) || errors.Is(err, limiter.ErrUnavailable) {
+	err = s.Ready(context.Background())
+	if err == nil || !strings.Contains(err.Error(), path) || errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("ready on garbage = %v; want a fatal error naming %s", err, path)
+	}
+	if f := limiter.FaultOf(err); f != limiter.FaultCorrupt {
+		t.Errorf("fault %q, want %q", f, limiter.FaultCorrupt)
 	}
 }
 
@@ -211,8 +218,8 @@ func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
 		t.Fatalf("ready with missing directory = %v; want ErrUnavailable", err)
 	}
 	_, err = s.Allow(context.Background(), storetest.One(ping, "k", t0, "", ""))
-	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), path) {
-		t.Fatalf("allow = %v; want ErrUnavailable naming the path", err)
+	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), path) || limiter.FaultOf(err) != limiter.FaultUnavailable {
+		t.Fatalf("allow = %v (fault %q); want ErrUnavailable naming the path, fault %q", err, limiter.FaultOf(err), limiter.FaultUnavailable)
 	}
 	os.Mkdir(dir, 0o755)
 	if d := allow(t, s, ping, "k", t0); !d.Allowed || d.Count != 1 {
@@ -250,8 +257,8 @@ func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Allow(context.Background(), storetest.One(ping, "k", t0, "", ""))
-	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "locked") {
-		t.Fatalf("allow while locked = %v; want ErrUnavailable (database is locked)", err)
+	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "locked") || limiter.FaultOf(err) != limiter.FaultBusy {
+		t.Fatalf("allow while locked = %v (fault %q); want ErrUnavailable (database is locked), fault %q", err, limiter.FaultOf(err), limiter.FaultBusy)
 	}
 	conn.ExecContext(context.Background(), `ROLLBACK`)
 	conn.Close()
@@ -358,8 +365,8 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 	time.Sleep(sqlite.FileCheckInterval)
 	// The rollback-journal store notices within a second and stops rather
 	// than carry on in WAL, which is unsafe where it runs (EFS).
-	if _, err := s.Allow(context.Background(), storetest.One(ping, "k", t0, "", "")); err == nil || !strings.Contains(err.Error(), "journal mode") {
-		t.Errorf("allow after the switch = %v; want an error about the journal mode", err)
+	if _, err := s.Allow(context.Background(), storetest.One(ping, "k", t0, "", "")); err == nil || !strings.Contains(err.Error(), "journal mode") || limiter.FaultOf(err) != limiter.FaultJournalMode {
+		t.Errorf("allow after the switch = %v (fault %q); want an error about the journal mode, fault %q", err, limiter.FaultOf(err), limiter.FaultJournalMode)
 	}
 	wal.Close()
 	// With the WAL process gone, the store reopens and sets DELETE again.

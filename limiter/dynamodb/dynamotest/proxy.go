@@ -1,0 +1,208 @@
+package dynamotest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Proxy stands between a store and moto and plays the network's and
+// DynamoDB's part that moto does not: it can let a call reach moto and
+// then lose its answer (a connection reset after DynamoDB applied the
+// write), and it applies a TransactWriteItems whose ClientRequestToken it
+// has seen succeed once, as DynamoDB does, answering a repeat with the
+// first answer instead of applying it again. (moto ignores the token, so
+// against moto alone every repeat would apply twice.) What only DynamoDB
+// can show is that it honours tokens as documented; what this shows is
+// that the store sends every write so that it can.
+type Proxy struct {
+	URL string
+
+	moto string
+	mu   sync.Mutex
+	// lose counts, by operation, the calls whose answer to lose next.
+	lose map[string]int
+	// inProgress counts, by operation, the repeats of a known token to
+	// answer with TransactionInProgressException, as DynamoDB does while
+	// the first call is still running.
+	inProgress map[string]int
+	// fail counts, by operation, the calls to answer with a 500 without
+	// forwarding them (never applied), after passing skip[op] on.
+	fail  map[string]int
+	skip  map[string]int
+	done  map[string]seen // token -> the first successful answer
+	calls []Call
+}
+
+// Call is one request the proxy saw.
+type Call struct {
+	Op    string // e.g. TransactWriteItems
+	Token string // ClientRequestToken, for TransactWriteItems
+	// Lost is set when the call reached moto and its answer was lost;
+	// Repeat when the proxy answered from a token it had seen succeed.
+	Lost, Repeat, InProgress, Failed bool
+}
+
+type seen struct {
+	body, answer []byte
+}
+
+// NewProxy starts a proxy to the moto at endpoint, stopped when tb ends.
+func NewProxy(tb testing.TB, endpoint string) *Proxy {
+	p := &Proxy{moto: endpoint, lose: map[string]int{}, inProgress: map[string]int{}, fail: map[string]int{}, skip: map[string]int{}, done: map[string]seen{}}
+	srv := httptest.NewServer(http.HandlerFunc(p.serve))
+	tb.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// Lose makes the proxy lose the answers of the next n calls of op.
+func (p *Proxy) Lose(op string, n int) { p.set(p.lose, op, n) }
+
+// InProgress makes the proxy answer the next n repeats of a succeeded
+// token of op with TransactionInProgressException.
+func (p *Proxy) InProgress(op string, n int) { p.set(p.inProgress, op, n) }
+
+// Fail makes the proxy pass the next skip calls of op on, then answer n
+// with a 500 without passing them on.
+func (p *Proxy) Fail(op string, skip, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.skip[op], p.fail[op] = skip, n
+}
+
+func (p *Proxy) set(m map[string]int, op string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m[op] = n
+}
+
+// Calls are the requests the proxy saw, in order.
+func (p *Proxy) Calls() []Call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Call(nil), p.calls...)
+}
+
+func (p *Proxy) take(m map[string]int, op string) bool {
+	if m[op] > 0 {
+		m[op]--
+		return true
+	}
+	return false
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	op := r.Header.Get("X-Amz-Target")
+	op = op[strings.LastIndex(op, ".")+1:]
+	var in struct{ ClientRequestToken string }
+	json.Unmarshal(body, &in)
+	c := p.classify(op, in.ClientRequestToken)
+	switch {
+	case c.Failed:
+		answer(w, http.StatusInternalServerError, "InternalServerError", "injected")
+		return
+	case c.InProgress:
+		answer(w, http.StatusBadRequest, "TransactionInProgressException", "injected")
+		return
+	case c.Repeat:
+		p.mu.Lock()
+		prev := p.done[c.Token]
+		p.mu.Unlock()
+		switch {
+		case !bytes.Equal(canonical(prev.body), canonical(body)):
+			answer(w, http.StatusBadRequest, "IdempotentParameterMismatchException", "same token, another request")
+		case c.Lost:
+			drop(w)
+		default:
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.Write(prev.answer)
+		}
+		return
+	}
+	status, header, reply := p.forward(r, body)
+	if status == http.StatusOK && c.Token != "" {
+		p.mu.Lock()
+		p.done[c.Token] = seen{body: body, answer: reply}
+		p.mu.Unlock()
+	}
+	if c.Lost {
+		drop(w)
+		return
+	}
+	for k, v := range header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(status)
+	w.Write(reply)
+}
+
+// classify decides what becomes of a call and records it.
+func (p *Proxy) classify(op, token string) Call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := Call{Op: op, Token: token}
+	_, known := p.done[token]
+	known = known && token != ""
+	switch {
+	case p.fail[op] > 0 && !p.take(p.skip, op) && p.take(p.fail, op):
+		c.Failed = true
+	case known && p.take(p.inProgress, op):
+		c.InProgress = true
+	default:
+		c.Repeat = known
+		c.Lost = p.take(p.lose, op)
+	}
+	p.calls = append(p.calls, c)
+	return c
+}
+
+// canonical is a JSON body with its objects' members in one order: a
+// request's parameters compare equal whatever order its maps were
+// serialized in, as DynamoDB compares them.
+func canonical(body []byte) []byte {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return body
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// answer writes a DynamoDB error.
+func answer(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"__type":"com.amazonaws.dynamodb.v20120810#%s","message":%q}`, typ, msg)
+}
+
+// forward passes the request on to moto and returns its answer.
+func (p *Proxy) forward(r *http.Request, body []byte) (int, http.Header, []byte) {
+	req, _ := http.NewRequest(r.Method, p.moto+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return http.StatusBadGateway, http.Header{}, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	h := resp.Header.Clone()
+	h.Del("Content-Length")
+	return resp.StatusCode, h, answer
+}
+
+// drop closes the connection without an answer: what the client sees when
+// the network loses one.
+func drop(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}

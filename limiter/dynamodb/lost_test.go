@@ -1,0 +1,278 @@
+package dynamodb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdk "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/dynamodb"
+	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
+	"github.com/ft251/ratelimit/limiter/storetest"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// stored reads key's count under p in the window of at, and its audit
+// records, straight from the table.
+func stored(t *testing.T, endpoint, table string, p limiter.Policy, key string, at time.Time) (count, audit int64) {
+	t.Helper()
+	c := dynamotest.Client(t, endpoint)
+	start := limiter.WindowStart(at, p.Window)
+	got, err := c.GetItem(context.Background(), &sdk.GetItemInput{TableName: &table, Key: dynamodb.CounterKey(p, key, start), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := c.Query(context.Background(), &sdk.QueryInput{
+		TableName: &table, KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: dynamodb.AuditPartition(key, start)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n(got.Item["count"]), int64(len(q.Items))
+}
+
+// checkTokens: every write the store sent is a TransactWriteItems with a
+// token, and a call repeated after a lost answer carries its original's.
+func checkTokens(t *testing.T, calls []dynamotest.Call) {
+	t.Helper()
+	for i, c := range calls {
+		switch c.Op {
+		case "UpdateItem", "PutItem", "DeleteItem", "BatchWriteItem":
+			t.Errorf("call %d is a %s, which carries no idempotency token", i, c.Op)
+		case "TransactWriteItems":
+			if c.Token == "" {
+				t.Errorf("call %d: TransactWriteItems without a ClientRequestToken", i)
+			}
+			if i > 0 && calls[i-1].Lost && calls[i-1].Op == c.Op && c.Token != calls[i-1].Token {
+				t.Errorf("call %d repeats call %d, whose answer was lost, with another token", i, i-1)
+			}
+		}
+	}
+}
+
+// TestALostAnswerIsAppliedOnce loses the answer of every write of two
+// decisions under a limit of 1: the allowed one's transaction, and the
+// denied one's. DynamoDB (here the proxy, on its behalf) applies a repeat
+// of a token once, so both attempts are counted once: 2, not 3, with one
+// audit record. The denial used to be an UpdateItem, which has no token:
+// its repeat added again.
+func TestALostAnswerIsAppliedOnce(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	s := open(t, proxy.URL, table)
+	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
+	for i, want := range []bool{true, false} {
+		proxy.Lose("TransactWriteItems", 1)
+		proxy.Lose("UpdateItem", 1)
+		o, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i+1, err)
+		}
+		if o.Allowed != want {
+			t.Errorf("attempt %d: allowed %v, want %v", i+1, o.Allowed, want)
+		}
+	}
+	if count, audit := stored(t, endpoint, table, p, "k", t0); count != 2 || audit != 1 {
+		t.Errorf("stored count %d with %d audit records, want 2 and 1: a lost answer's repeat was applied again", count, audit)
+	}
+	calls := proxy.Calls()
+	checkTokens(t, calls)
+	lost := 0
+	for _, c := range calls {
+		if c.Lost {
+			lost++
+		}
+	}
+	if lost < 2 {
+		t.Errorf("%d answers lost, want the two decisions' writes: the test did not test", lost)
+	}
+}
+
+// TestManyLostAnswersCountExactly: ten decisions, limit 3, and a lost
+// answer for each of their transactions: every attempt counted once, three
+// audit records, and every repeat the same call.
+func TestManyLostAnswersCountExactly(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	s := open(t, proxy.URL, table)
+	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Hour}
+	allowed := 0
+	for i := range 10 {
+		proxy.Lose("TransactWriteItems", 1)
+		o, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i+1, err)
+		}
+		if o.Allowed {
+			allowed++
+		}
+	}
+	if count, audit := stored(t, endpoint, table, p, "k", t0); count != 10 || audit != 3 || allowed != 3 {
+		t.Errorf("count %d, audit %d, allowed %d; want 10, 3, 3", count, audit, allowed)
+	}
+	checkTokens(t, proxy.Calls())
+}
+
+// TestAWriteStillInProgressIsRepeatedNotResent: the answer to a decision's
+// transaction is lost, and its repeat finds the first call still running
+// (TransactionInProgressException, twice). The store must repeat that very
+// call, token and all, until DynamoDB answers it, and never send a new one,
+// which would be applied a second time.
+func TestAWriteStillInProgressIsRepeatedNotResent(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	s := open(t, proxy.URL, table)
+	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
+	proxy.Lose("TransactWriteItems", 1)
+	proxy.InProgress("TransactWriteItems", 2)
+	if _, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r")); err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for _, c := range proxy.Calls() {
+		if c.Op == "TransactWriteItems" {
+			tokens = append(tokens, c.Token)
+		}
+	}
+	if len(tokens) < 3 {
+		t.Fatalf("%d transactions sent, want the first, the repeats in progress and the last", len(tokens))
+	}
+	for _, tok := range tokens[1:] {
+		if tok != tokens[0] {
+			t.Errorf("tokens %v: a write whose outcome was unknown was sent anew", tokens)
+			break
+		}
+	}
+	if count, audit := stored(t, endpoint, table, p, "k", t0); count != 1 || audit != 1 {
+		t.Errorf("count %d, audit %d; want 1 and 1", count, audit)
+	}
+}
+
+// TestAnUnknownOutcomeIsNotSentAgain: every answer to a decision's
+// transaction is lost, past the SDK's own retries. The store cannot know
+// whether it was applied, so it sends nothing more and fails (the fail
+// mode answers); the one write it sent is applied once.
+func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	s := open(t, proxy.URL, table)
+	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
+	proxy.Lose("TransactWriteItems", 100)
+	_, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
+	if !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("allow = %v, want a store failure", err)
+	}
+	tokens := map[string]bool{}
+	for _, c := range proxy.Calls() {
+		if c.Op == "TransactWriteItems" {
+			tokens[c.Token] = true
+		}
+	}
+	if len(tokens) != 1 {
+		t.Errorf("%d distinct tokens sent for one decision, want 1", len(tokens))
+	}
+	if count, _ := stored(t, endpoint, table, p, "k", t0); count != 1 {
+		t.Errorf("count %d, want 1: applied once", count)
+	}
+}
+
+// TestADenialIsCountedUnderEveryPolicyOrNone: two policies, the first at
+// its limit, and the write that counts the denied attempt fails (a 500,
+// never applied): neither counter moves. It succeeds on the next try: both
+// move. The denial used to be one UpdateItem per policy, so a failure
+// among them counted it under some policies only.
+func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	s := open(t, proxy.URL, table)
+	tight := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
+	loose := limiter.Policy{Name: "daily", Limit: 100, Window: 24 * time.Hour, Namespace: "daily"}
+	a := func(rid string) limiter.Attempt {
+		return limiter.Attempt{Checks: []limiter.Check{{Policy: tight, Key: "k"}, {Policy: loose, Key: "k"}}, Now: t0, Route: "GET /ping", RequestID: rid}
+	}
+	if o, err := s.Allow(context.Background(), a("1")); err != nil || !o.Allowed {
+		t.Fatalf("first attempt: %+v, %v", o, err)
+	}
+	// The denied attempt: its conditional transaction goes through (and is
+	// cancelled: the first policy is at its limit), then the write that
+	// counts it fails. The old store's one UpdateItem per policy: the first
+	// goes through, the second fails.
+	proxy.Fail("TransactWriteItems", 1, 10)
+	proxy.Fail("UpdateItem", 1, 10)
+	if _, err := s.Allow(context.Background(), a("2")); err == nil {
+		t.Fatal("a denial whose write failed was answered as if counted")
+	}
+	ct, _ := stored(t, endpoint, table, tight, "k", t0)
+	cl, _ := stored(t, endpoint, table, loose, "k", t0)
+	if ct != 1 || cl != 1 {
+		t.Errorf("after the failed denial: counts %d and %d, want 1 and 1: counted under some policies only", ct, cl)
+	}
+	proxy.Fail("TransactWriteItems", 0, 0)
+	proxy.Fail("UpdateItem", 0, 0)
+	if o, err := s.Allow(context.Background(), a("3")); err != nil || o.Allowed {
+		t.Fatalf("third attempt: %+v, %v; want denied", o, err)
+	}
+	ct, _ = stored(t, endpoint, table, tight, "k", t0)
+	cl, _ = stored(t, endpoint, table, loose, "k", t0)
+	if ct != 2 || cl != 2 {
+		t.Errorf("after the denial: counts %d and %d, want 2 and 2", ct, cl)
+	}
+}
+
+// TestNoClientKeyReachesAnotherKeysItems: a client key written like the
+// audit partition of another key's window counts under its own counter,
+// and the other key's audit records stay its own.
+func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	store := open(t, endpoint, table)
+	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Hour}
+	start := limiter.WindowStart(t0, p.Window)
+	forged := []string{
+		"call#alice#" + limiter.FormatWindow(start), // the old layout's audit partition
+		"call" + "\u241f" + "alice" + "\u241f" + limiter.FormatWindow(start), // look-alike separators
+		"counter", "alice#" + limiter.FormatWindow(start),
+	}
+	if _, err := store.Allow(context.Background(), storetest.One(p, "alice", t0, "GET /ping", "alice")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range forged {
+		if err := limiter.ValidKey(k); err != nil {
+			t.Fatalf("%q is not a valid key: %v", k, err)
+		}
+		if _, err := store.Allow(context.Background(), storetest.One(p, k, t0, "GET /ping", "forged")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if count, audit := stored(t, endpoint, table, p, "alice", t0); count != 1 || audit != 1 {
+		t.Errorf("alice: count %d, %d audit records; want 1 and 1", count, audit)
+	}
+	pks := map[string]bool{}
+	for _, it := range scan(t, dynamotest.Client(t, endpoint), table) {
+		pk := s(it["pk"])
+		if pks[pk+" "+s(it["sk"])] {
+			t.Errorf("item %q written twice", pk)
+		}
+		pks[pk+" "+s(it["sk"])] = true
+		if !strings.HasPrefix(pk, "counter\x1f") && !strings.HasPrefix(pk, "call\x1f") {
+			t.Errorf("item %q outside the store's key spaces", pk)
+		}
+	}
+	if len(pks) != 2*(1+len(forged)) {
+		t.Errorf("%d items, want a counter and an audit record for each of %d keys", len(pks), 1+len(forged))
+	}
+}
