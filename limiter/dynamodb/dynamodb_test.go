@@ -3,8 +3,8 @@ package dynamodb_test
 import (
 	"context"
 	"sort"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 

@@ -243,7 +243,7 @@ func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Hour}
 	start := limiter.WindowStart(t0, p.Window)
 	forged := []string{
-		"call#alice#" + limiter.FormatWindow(start), // the old layout's audit partition
+		"call#alice#" + limiter.FormatWindow(start),                          // the old layout's audit partition
 		"call" + "\u241f" + "alice" + "\u241f" + limiter.FormatWindow(start), // look-alike separators
 		"counter", "alice#" + limiter.FormatWindow(start),
 	}
