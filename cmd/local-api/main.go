@@ -76,28 +76,7 @@ func run(log *slog.Logger, cfg config) error {
 	// METRICS=emf prints the lines the functions write among the logs.
 	opts := httpapi.FromConfig(cfg.Config, store, os.Stdout)
 	opts.Logger = log
-	api := httpapi.New(opts)
-	srv := &http.Server{
-		Addr: cfg.Addr,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-			defer cancel()
-			if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-				// The API reads no body. Close the connection after
-				// answering rather than wait to read one that may never
-				// finish arriving.
-				w.Header().Set("Connection", "close")
-			}
-			api.ServeHTTP(w, r.WithContext(rctx))
-		}),
-		// A client that never finishes its request (a GET with a body it
-		// does not send, say) would otherwise hold a connection forever.
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       requestTimeout,
-		WriteTimeout:      requestTimeout + 5*time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    16 << 10,
-	}
+	srv := newServer(cfg.Addr, httpapi.New(opts))
 	go prune(ctx, log, store, cfg.PruneInterval, cfg.Store.AuditRetention)
 
 	// Bind before saying so: a client that reads "listening" may connect.
@@ -107,15 +86,7 @@ func run(log *slog.Logger, cfg config) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	where := []any{"store", cfg.Store.Kind, "db", cfg.Store.Path, "journal_mode", cfg.Store.JournalMode}
-	if cfg.Store.Kind == limiter.StoreDynamoDB {
-		where = []any{"store", cfg.Store.Kind, "table", cfg.Store.Table, "endpoint", cfg.Store.Endpoint}
-	}
-	policies := make([]string, len(cfg.Rules))
-	for i, r := range cfg.Rules {
-		policies[i] = describe(r)
-	}
-	log.Info("listening", append([]any{"addr", "http://" + cfg.Addr, "policies", policies}, where...)...)
+	logListening(log, cfg)
 	select {
 	case err := <-errc:
 		return err
@@ -128,6 +99,45 @@ func run(log *slog.Logger, cfg config) error {
 		return err
 	}
 	return nil
+}
+
+// newServer serves h on addr, each request bounded as the template's
+// function timeout bounds an invocation.
+func newServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr: addr,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+			defer cancel()
+			if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+				// Close the connection after answering rather than wait
+				// to read a body that may never finish arriving.
+				w.Header().Set("Connection", "close")
+			}
+			h.ServeHTTP(w, r.WithContext(rctx))
+		}),
+		// A client that never finishes its request (a GET with a body it
+		// does not send, say) would otherwise hold a connection forever.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       requestTimeout,
+		WriteTimeout:      requestTimeout + 5*time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
+// logListening says where the server listens and what it limits: the line
+// clients (and the tests) wait for before they connect.
+func logListening(log *slog.Logger, cfg config) {
+	where := []any{"store", cfg.Store.Kind, "db", cfg.Store.Path, "journal_mode", cfg.Store.JournalMode}
+	if cfg.Store.Kind == limiter.StoreDynamoDB {
+		where = []any{"store", cfg.Store.Kind, "table", cfg.Store.Table, "endpoint", cfg.Store.Endpoint}
+	}
+	policies := make([]string, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		policies[i] = describe(r)
+	}
+	log.Info("listening", append([]any{"addr", "http://" + cfg.Addr, "policies", policies}, where...)...)
 }
 
 // prune deletes expired windows and old audit rows every interval, as the

@@ -144,7 +144,9 @@ func FuzzClientKey(f *testing.F) {
 		r := httptest.NewRequest("GET", "/ping", nil)
 		r.Header.Set(httpapi.ClientKeyHeader, key)
 		if got := strings.Join(r.Header.Values(httpapi.ClientKeyHeader), ","); got != key {
-			t.Skipf("net/http altered the header from %q to %q before the handler", key, got)
+			// net/http altered the header before the handler: another
+			// key than the one under test.
+			return
 		}
 		w := httptest.NewRecorder()
 		localAPI.ServeHTTP(w, r)

@@ -142,7 +142,10 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var e events.APIGatewayV2HTTPRequest
 		if err := json.Unmarshal(raw, &e); err != nil {
-			t.Skip("the Lambda runtime rejects events that do not decode, before the handler")
+			// The Lambda runtime rejects events that do not decode, before
+			// the handler: nothing to check. (Not a skip: .ci/run fails
+			// on skipped tests, which mean a missing tool.)
+			return
 		}
 		before := target.state(t)
 		resp, err := target.handler(ctx, e)

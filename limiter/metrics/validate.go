@@ -43,54 +43,72 @@ func Validate(line []byte) error {
 	if len(meta.CloudWatchMetrics) == 0 {
 		return errors.New("_aws.CloudWatchMetrics is empty")
 	}
-	for i, rawDir := range meta.CloudWatchMetrics {
-		var d struct {
-			Namespace  *string     `json:"Namespace"`
-			Dimensions *[][]string `json:"Dimensions"`
-			Metrics    []struct {
-				Name *string         `json:"Name"`
-				Unit json.RawMessage `json:"Unit"`
-			} `json:"Metrics"`
-		}
-		if err := json.Unmarshal(rawDir, &d); err != nil {
+	for i, raw := range meta.CloudWatchMetrics {
+		if err := validateDirective(root, raw); err != nil {
 			return fmt.Errorf("CloudWatchMetrics[%d]: %w", i, err)
 		}
-		if d.Namespace == nil || len(*d.Namespace) == 0 || len(*d.Namespace) > 255 {
-			return fmt.Errorf("CloudWatchMetrics[%d].Namespace missing or not 1-255 characters", i)
+	}
+	return nil
+}
+
+// validateDirective checks one metric directive against the root it
+// describes.
+func validateDirective(root map[string]json.RawMessage, raw json.RawMessage) error {
+	var d struct {
+		Namespace  *string     `json:"Namespace"`
+		Dimensions *[][]string `json:"Dimensions"`
+		Metrics    []struct {
+			Name *string         `json:"Name"`
+			Unit json.RawMessage `json:"Unit"`
+		} `json:"Metrics"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return err
+	}
+	if d.Namespace == nil || len(*d.Namespace) == 0 || len(*d.Namespace) > 255 {
+		return errors.New("Namespace missing or not 1-255 characters")
+	}
+	if d.Dimensions == nil {
+		return errors.New("Dimensions missing")
+	}
+	for _, set := range *d.Dimensions {
+		if err := validateDimensions(root, set); err != nil {
+			return err
 		}
-		if d.Dimensions == nil {
-			return fmt.Errorf("CloudWatchMetrics[%d].Dimensions missing", i)
+	}
+	if len(d.Metrics) == 0 || len(d.Metrics) > 100 {
+		return fmt.Errorf("Metrics has %d entries, not 1-100", len(d.Metrics))
+	}
+	for _, m := range d.Metrics {
+		if m.Name == nil || *m.Name == "" {
+			return errors.New("a metric has no Name")
 		}
-		for _, set := range *d.Dimensions {
-			if len(set) > 30 {
-				return fmt.Errorf("CloudWatchMetrics[%d]: a dimension set has %d keys, more than 30", i, len(set))
-			}
-			for _, k := range set {
-				var v any
-				if err := json.Unmarshal(root[k], &v); err != nil {
-					return fmt.Errorf("dimension %q is not a member of the root", k)
-				}
-				if _, ok := v.(string); !ok {
-					return fmt.Errorf("dimension %q is %T, not a string", k, v)
-				}
+		if m.Unit != nil {
+			var unit string
+			if err := json.Unmarshal(m.Unit, &unit); err != nil || !validUnit[unit] {
+				return fmt.Errorf("metric %q: unit %s is not a CloudWatch unit", *m.Name, m.Unit)
 			}
 		}
-		if len(d.Metrics) == 0 || len(d.Metrics) > 100 {
-			return fmt.Errorf("CloudWatchMetrics[%d].Metrics has %d entries, not 1-100", i, len(d.Metrics))
+		if err := metricValue(root[*m.Name]); err != nil {
+			return fmt.Errorf("metric %q: %w", *m.Name, err)
 		}
-		for _, m := range d.Metrics {
-			if m.Name == nil || *m.Name == "" {
-				return fmt.Errorf("CloudWatchMetrics[%d]: a metric has no Name", i)
-			}
-			if m.Unit != nil {
-				var unit string
-				if err := json.Unmarshal(m.Unit, &unit); err != nil || !validUnit[unit] {
-					return fmt.Errorf("metric %q: unit %s is not a CloudWatch unit", *m.Name, m.Unit)
-				}
-			}
-			if err := metricValue(root[*m.Name]); err != nil {
-				return fmt.Errorf("metric %q: %w", *m.Name, err)
-			}
+	}
+	return nil
+}
+
+// validateDimensions checks a dimension set: at most 30 keys, each a
+// string member of the root.
+func validateDimensions(root map[string]json.RawMessage, set []string) error {
+	if len(set) > 30 {
+		return fmt.Errorf("a dimension set has %d keys, more than 30", len(set))
+	}
+	for _, k := range set {
+		var v any
+		if err := json.Unmarshal(root[k], &v); err != nil {
+			return fmt.Errorf("dimension %q is not a member of the root", k)
+		}
+		if _, ok := v.(string); !ok {
+			return fmt.Errorf("dimension %q is %T, not a string", k, v)
 		}
 	}
 	return nil

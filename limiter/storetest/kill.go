@@ -66,70 +66,87 @@ type Killed struct {
 // started (its stdout is Kill's to read), kills and replaces k.Kills of
 // them at random moments, then kills them all, and returns what they
 // reported.
-func Kill(t *testing.T, k Kills, start func() *exec.Cmd) (res Killed) {
+func Kill(t *testing.T, k Kills, start func() *exec.Cmd) Killed {
 	t.Helper()
-	var mu sync.Mutex
-	res = Killed{Plan: k, Reported: map[string]int64{}}
-	var wg sync.WaitGroup
-	launch := func() *exec.Cmd {
-		t.Helper()
-		cmd := start()
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				mu.Lock()
-				res.Reported[sc.Text()]++
-				res.Total++
-				mu.Unlock()
-			}
-		})
-		return cmd
-	}
-	progress := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return res.Total
-	}
-	waitForProgress := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(k.Timeout)
-		for before := progress(); progress() < before+n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("no progress: %d decisions reported", progress())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-
+	w := &workers{t: t, start: start, res: Killed{Plan: k, Reported: map[string]int64{}}}
 	procs := make([]*exec.Cmd, k.Procs)
 	for i := range procs {
-		procs[i] = launch()
+		procs[i] = w.launch()
 	}
 	// The last kills, on a failure too: no worker outlives the test. They
-	// are counted in res, which is returned after them.
+	// are counted in what is returned, after them.
 	defer func() {
 		for _, p := range procs {
 			p.Process.Kill()
 			p.Wait()
 		}
-		wg.Wait()
+		w.wg.Wait()
 	}()
 	for range k.Kills {
-		waitForProgress(k.Gap + rand.IntN(2*k.Gap))
+		w.waitForProgress(k.Gap+rand.IntN(2*k.Gap), k.Timeout)
 		i := rand.IntN(len(procs))
 		procs[i].Process.Kill()
 		procs[i].Wait()
-		procs[i] = launch()
-		waitForProgress(k.Gap)
+		procs[i] = w.launch()
+		w.waitForProgress(k.Gap, k.Timeout)
 	}
-	return res
+	return w.result()
+}
+
+// workers are the worker processes of a Kill and what they reported.
+type workers struct {
+	t     *testing.T
+	start func() *exec.Cmd
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	res   Killed
+}
+
+// launch starts a worker and reads what it reports until it dies.
+func (w *workers) launch() *exec.Cmd {
+	w.t.Helper()
+	cmd := w.start()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.wg.Go(func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			w.mu.Lock()
+			w.res.Reported[sc.Text()]++
+			w.res.Total++
+			w.mu.Unlock()
+		}
+	})
+	return cmd
+}
+
+func (w *workers) progress() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.res.Total
+}
+
+// waitForProgress waits until the workers report n more decisions.
+func (w *workers) waitForProgress(n int, timeout time.Duration) {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for before := w.progress(); w.progress() < before+n; {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("no progress: %d decisions reported", w.progress())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (w *workers) result() Killed {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.res
 }
 
 // Window is what a store holds for one key's window after a Kill run.
