@@ -543,6 +543,7 @@ func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
 	}
 	want := map[string]any{
 		"windows_deleted": float64(4),
+		"buckets_deleted": float64(0),
 		"audit_deleted":   float64(3),
 		"now":             "2026-01-01T00:05:00Z",
 		"audit_before":    "2026-01-01T00:00:00Z",

@@ -8,25 +8,55 @@ import "time"
 type Decision struct {
 	Usage
 	Allowed bool
+	// Cost is the attempt's cost under the policy: how many requests it
+	// counts as.
+	Cost int64
 	// FromMemory marks a denial a RejectCache made without the store; its
 	// counts are those the store returned when it last denied the attempt.
 	FromMemory bool
+	// TAT is, for a GCRA policy, the key's theoretical arrival time once
+	// the attempt is decided: moved on if the attempt passed, else as the
+	// store read it. A store writes it back when Moved.
+	TAT   time.Time
+	Moved bool
 
-	// cur and prev are the raw counts the decision was made from.
-	cur, prev int64
+	// state is what the decision was made from.
+	state State
 }
 
-// Decide turns the count returned by a store's increment into a Decision:
-// the attempt is allowed while the count, including it, is within the limit.
-// prev is the previous window's count, used by sliding policies only.
-func (p Policy) Decide(key string, now time.Time, cur, prev int64) Decision {
-	allowed := cur <= p.Limit
-	if p.IsSliding() {
-		allowed = p.weighted(now, cur, prev) <= float64(p.Limit)+1e-9
-	}
-	d := Decision{Usage: p.UsageAt(key, now, cur, prev), Allowed: allowed, cur: cur, prev: prev}
-	if !allowed && p.IsSliding() {
-		d.ResetAfter = p.slidingWait(now, cur, prev)
+// State is what a store read of a check's counters inside the decision's
+// write transaction.
+type State struct {
+	// Cur is the count of the window containing the attempt, the attempt's
+	// cost included; Prev the previous window's (sliding policies only).
+	Cur, Prev int64
+	// TAT is a GCRA policy's theoretical arrival time before the attempt;
+	// zero for a key never seen.
+	TAT time.Time
+}
+
+// decide decides one check from its state, as if it alone applied.
+func (c Check) decide(now time.Time, st State) Decision {
+	p, cost := c.Policy, c.Units()
+	d := Decision{Cost: cost, state: st}
+	switch {
+	case p.IsGCRA():
+		var next time.Time
+		d.Allowed, next = p.gcraFits(now, st.TAT, cost)
+		d.TAT = st.TAT
+		if d.Allowed {
+			d.TAT, d.Moved = next, true
+		}
+		d.Usage = p.gcraStanding(c.Key, now, d.TAT, cost)
+	case p.IsSliding():
+		d.Allowed = p.weighted(now, st.Cur, st.Prev) <= float64(p.Limit)+1e-9
+		d.Usage = p.UsageAt(c.Key, now, st)
+		if !d.Allowed || d.Remaining < cost {
+			d.ResetAfter = p.slidingWait(now, st.Cur, st.Prev, cost)
+		}
+	default:
+		d.Allowed = st.Cur <= p.Limit
+		d.Usage = p.UsageAt(c.Key, now, st)
 	}
 	return d
 }
@@ -40,17 +70,50 @@ type Outcome struct {
 	Allowed bool
 }
 
-// Outcome computes the attempt's outcome from each check's current and, for
-// sliding policies, previous window counts, this attempt included.
-func (a Attempt) Outcome(cur, prev []int64) Outcome {
+// Outcome decides the attempt from each check's state, read by the store in
+// the decision's transaction. The attempt passes when every enforced
+// policy allows it.
+func (a Attempt) Outcome(states []State) Outcome {
 	o := Outcome{Decisions: make([]Decision, len(a.Checks)), Allowed: true}
 	for i, c := range a.Checks {
-		o.Decisions[i] = c.Policy.Decide(c.Key, a.Now, cur[i], prev[i])
+		o.Decisions[i] = c.decide(a.Now, states[i])
 		if !o.Decisions[i].Allowed && !c.Policy.Shadow {
 			o.Allowed = false
 		}
 	}
+	o.settle(a.Now)
 	return o
+}
+
+// Decided is the outcome of an attempt that a store decided itself, by
+// conditions on its writes (DynamoDB): allowed says whether they held, and
+// the decisions are computed from the states read around the writes. When
+// allowed, every enforced policy allowed the attempt, whatever counts that
+// raced in since say.
+func (a Attempt) Decided(states []State, allowed bool) Outcome {
+	o := a.Outcome(states)
+	o.Allowed = allowed
+	for i, c := range a.Checks {
+		if allowed && !c.Policy.Shadow {
+			o.Decisions[i].Allowed = true
+		}
+	}
+	o.settle(a.Now)
+	return o
+}
+
+// settle leaves a GCRA bucket where it was when the attempt did not pass:
+// a denied attempt, whichever policy denied it, does not move it.
+func (o *Outcome) settle(now time.Time) {
+	if o.Allowed {
+		return
+	}
+	for i, d := range o.Decisions {
+		if d.Moved {
+			o.Decisions[i].TAT, o.Decisions[i].Moved = d.state.TAT, false
+			o.Decisions[i].Usage = d.Policy.gcraStanding(d.Key, now, d.state.TAT, d.Cost)
+		}
+	}
 }
 
 // Denied are the decisions of the policies that rejected the attempt:
@@ -66,13 +129,13 @@ func (o Outcome) Denied() []Decision {
 }
 
 // HoldingBack are the decisions of the policies that stand between the
-// client and its next attempt: those that rejected this one, and the
-// enforced ones that allowed it with nothing left, which would reject the
-// next.
+// client and its next attempt of the same cost: those that rejected this
+// one, and the enforced ones that allowed it with less left than it costs,
+// which would reject the next.
 func (o Outcome) HoldingBack() []Decision {
 	var out []Decision
 	for _, d := range o.Decisions {
-		if !d.Policy.Shadow && (!d.Allowed || d.Remaining == 0) {
+		if !d.Policy.Shadow && (!d.Allowed || d.Remaining < d.Cost) {
 			out = append(out, d)
 		}
 	}

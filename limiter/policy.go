@@ -19,6 +19,11 @@ const (
 	// count = previous * (1 - elapsed/window) + current. It smooths the
 	// edge, from the same rows the fixed window keeps.
 	Sliding Algorithm = "sliding"
+	// GCRA is the generic cell rate algorithm, a token bucket kept as one
+	// instant per key: Limit requests per Window sustained, one every
+	// Window/Limit, and at most Burst at once. A denied attempt leaves the
+	// bucket as it was; see gcra.go.
+	GCRA Algorithm = "gcra"
 )
 
 // String is the algorithm's name as headers, bodies and logs write it:
@@ -45,8 +50,11 @@ type Policy struct {
 	// (U+001F), and the client key: ValidKey rejects control characters, so no
 	// client key can collide with a namespaced one.
 	Namespace string
-	// Algorithm is Fixed (the default, also when empty) or Sliding.
+	// Algorithm is Fixed (the default, also when empty), Sliding or GCRA.
 	Algorithm Algorithm
+	// Burst is, for GCRA, how many requests may pass at once; zero means
+	// Limit. Other algorithms ignore it.
+	Burst int64
 	// Shadow policies count and report, but never reject: for rolling a new
 	// limit out. Their would-be rejections are logged and measured.
 	Shadow bool
@@ -54,6 +62,23 @@ type Policy struct {
 
 // IsSliding reports whether p uses the sliding-window counter.
 func (p Policy) IsSliding() bool { return p.Algorithm == Sliding }
+
+// IsGCRA reports whether p is a GCRA token bucket.
+func (p Policy) IsGCRA() bool { return p.Algorithm == GCRA }
+
+// Capacity is, for GCRA, how many requests may pass at once: Burst, or
+// Limit when Burst is not set.
+func (p Policy) Capacity() int64 {
+	if p.Burst > 0 {
+		return p.Burst
+	}
+	return p.Limit
+}
+
+// MaxBurst bounds a GCRA policy's burst, so that its arithmetic in
+// nanoseconds cannot overflow: a burst of a billion requests at one instant
+// is no limit at all.
+const MaxBurst = 1_000_000_000
 
 // MaxWindow is the longest window a policy may have.
 const MaxWindow = 30 * 24 * time.Hour
@@ -70,8 +95,15 @@ func (p Policy) Validate() error {
 	if p.Window < time.Second || p.Window > MaxWindow || p.Window%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("policy %q: window %v is not a whole number of seconds between 1s and %v", p.Name, p.Window, MaxWindow))
 	}
-	if p.Algorithm != "" && p.Algorithm != Fixed && p.Algorithm != Sliding {
-		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed or sliding", p.Name, string(p.Algorithm)))
+	switch p.Algorithm {
+	case "", Fixed, Sliding:
+		if p.Burst != 0 {
+			errs = append(errs, fmt.Errorf("policy %q: burst applies to the gcra algorithm only", p.Name))
+		}
+	case GCRA:
+		errs = append(errs, p.validateGCRA()...)
+	default:
+		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed, sliding or gcra", p.Name, string(p.Algorithm)))
 	}
 	for _, r := range p.Name {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {

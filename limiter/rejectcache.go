@@ -13,17 +13,20 @@ const DefaultRejectCacheSize = 10000
 
 // RejectCache is a Store that answers repeat offenders from memory. Once it
 // has seen an attempt denied, it denies further attempts with the same keys
-// in the same windows itself, without a store round trip, for as long as
-// the counts it saw still deny them: until a fixed window ends, or a
-// sliding one's weight fades enough. An abusive client, the common case for
-// a rate limiter, then costs the shared store about one transaction per
-// allowed request plus one per execution environment and window, instead of
-// one per attempt.
+// and no smaller costs itself, without a store round trip, for as long as
+// the counts it saw still deny them (until a fixed window ends, a sliding
+// one's weight fades enough, a GCRA bucket drains enough) and for at most
+// MaxRemembered. An abusive client, the common case for a rate limiter,
+// then costs the shared store about one transaction per allowed request
+// plus one per execution environment every MaxRemembered, instead of one
+// per attempt.
 //
 // The price is the design note's "count every attempt": with a RejectCache,
 // a stored count is the attempts that reached the store (every allowed one,
-// and in each execution environment the first denied one of a window), not
-// every attempt. Allowed requests and their audit records are unaffected.
+// and in each execution environment the first denied one of a window and
+// then one every MaxRemembered, plus those that were already on their way
+// to the store when the first denial came back), not every attempt.
+// Allowed requests and their audit records are unaffected.
 //
 // It is safe for simultaneous use by multiple goroutines. Usage, Prune and
 // Close go straight to the wrapped store.
@@ -32,8 +35,19 @@ type RejectCache struct {
 	size int
 
 	mu     sync.Mutex
-	denied map[string]Outcome // by the attempt's keys and windows
-	swept  time.Time          // when a full cache last swept, to sweep once a second at most
+	denied map[string]denial // by the attempt's keys and windows
+	swept  time.Time         // when a full cache last swept, to sweep once a second at most
+}
+
+// MaxRemembered bounds how long a RejectCache answers from one denial: an
+// override or a reset made in another process (admin API) reaches the
+// store, not this process's memory, and so takes effect here within it.
+const MaxRemembered = 10 * time.Second
+
+// denial is a remembered denied outcome, and the instant of its attempt.
+type denial struct {
+	o  Outcome
+	at time.Time
 }
 
 var _ Store = (*RejectCache)(nil)
@@ -45,7 +59,7 @@ func NewRejectCache(s Store, size int) *RejectCache {
 	if size <= 0 {
 		size = DefaultRejectCacheSize
 	}
-	return &RejectCache{Store: s, size: size, denied: map[string]Outcome{}}
+	return &RejectCache{Store: s, size: size, denied: map[string]denial{}}
 }
 
 // signature names an attempt's checks: each policy's store key and window
@@ -64,33 +78,13 @@ func signature(a Attempt) string {
 
 // Allow denies from memory an attempt like one already denied whose counts
 // still deny it, and otherwise asks the store, remembering a denial.
-//
-// The remembered counts carry over as far as they are known: a policy
-// still in the window it was denied in has the counts the store returned;
-// one that has moved to the next window has that count as its previous
-// window's and none in the new one (this process knows of none); one further
-// on, none at all. The attempt is denied from memory when those counts
-// still deny it under some policy; otherwise the store decides.
 func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 	sig := signature(a)
 	c.mu.Lock()
 	prev, ok := c.denied[sig]
 	c.mu.Unlock()
 	if ok {
-		n := len(prev.Decisions)
-		cur, before := make([]int64, n), make([]int64, n)
-		for i, d := range prev.Decisions {
-			switch start := WindowStart(a.Now, a.Checks[i].Policy.Window); {
-			case start.Equal(d.WindowStart):
-				cur[i], before[i] = d.cur, d.prev
-			case start.Equal(d.Reset):
-				before[i] = d.cur
-			}
-		}
-		if o := a.Outcome(cur, before); !o.Allowed {
-			for i := range o.Decisions {
-				o.Decisions[i].FromMemory = true
-			}
+		if o, ok := prev.recall(a); ok {
 			return o, nil
 		}
 	}
@@ -104,18 +98,67 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 		c.sweep(a.Now)
 	}
 	if len(c.denied) < c.size {
-		c.denied[sig] = o
+		c.denied[sig] = denial{o: o, at: a.Now}
 	}
 	return o, nil
 }
 
-// sweep forgets denials whose windows have all ended. c.mu is held.
+// recall decides a from the remembered denial, if it can: the denial is
+// younger than MaxRemembered, and every check costs at least what it cost
+// then. The remembered counts carry over as far as they are known: a
+// policy still in the window it was denied in has the counts the store
+// returned; one that has moved to the next window has that count as its
+// previous window's and none in the new one (this process knows of none);
+// one further on, none at all; a GCRA bucket is where it was, as a denial
+// leaves it. The attempt is denied from memory when those counts still
+// deny it under some policy; otherwise the store decides.
+func (m denial) recall(a Attempt) (Outcome, bool) {
+	if a.Now.Sub(m.at) >= MaxRemembered || a.Now.Before(m.at) {
+		return Outcome{}, false
+	}
+	states := make([]State, len(m.o.Decisions))
+	for i, d := range m.o.Decisions {
+		if a.Checks[i].Units() < d.Cost {
+			return Outcome{}, false
+		}
+		switch start := WindowStart(a.Now, a.Checks[i].Policy.Window); {
+		case d.Policy.IsGCRA():
+			states[i].TAT = d.state.TAT
+		case start.Equal(d.WindowStart):
+			states[i] = d.state
+		case start.Equal(d.WindowStart.Add(d.Policy.Window)):
+			states[i].Prev = d.state.Cur
+		}
+	}
+	// Decide with the policies as the store applied them (overrides
+	// included), at the new attempt's cost.
+	b := a
+	b.Checks = make([]Check, len(a.Checks))
+	for i, ch := range a.Checks {
+		b.Checks[i] = Check{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost}
+	}
+	o := b.Outcome(states)
+	if o.Allowed {
+		return Outcome{}, false
+	}
+	for i := range o.Decisions {
+		o.Decisions[i].FromMemory = true
+		o.Decisions[i].Moved = false
+	}
+	return o, true
+}
+
+// sweep forgets denials whose windows have all ended, or that are older
+// than MaxRemembered. c.mu is held.
 func (c *RejectCache) sweep(now time.Time) {
 	c.swept = now
-	for k, o := range c.denied {
-		live := false
-		for _, d := range o.Decisions {
-			live = live || now.Before(d.Reset)
+	for k, m := range c.denied {
+		live := now.Sub(m.at) < MaxRemembered
+		if live {
+			live = false
+			for _, d := range m.o.Decisions {
+				live = live || now.Before(d.WindowStart.Add(d.Policy.Window)) || d.Policy.IsGCRA()
+			}
 		}
 		if !live {
 			delete(c.denied, k)

@@ -2,6 +2,8 @@ package limiter_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,17 +35,26 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 	if d := try(10 * time.Second); d.Allowed || d.FromMemory || d.Count != 4 {
 		t.Fatalf("4th attempt: %+v, want denied by the store with count 4", d)
 	}
-	// Twenty more in the same window: denied from memory, with the right
-	// wait, and the store never sees them.
+	// Twenty more in the same window, within MaxRemembered of the denial:
+	// denied from memory, with the right wait, and the store never sees
+	// them.
 	for i := range 20 {
-		at := 20*time.Second + time.Duration(i)*time.Second
+		at := 10*time.Second + time.Duration(i+1)*limiter.MaxRemembered/25
 		d := try(at)
-		if d.Allowed || !d.FromMemory || d.Remaining != 0 || d.ResetAfter != time.Minute-at || !d.Reset.Equal(t0.Add(time.Minute)) {
-			t.Fatalf("attempt at +%v: %+v, want a denial from memory with retry after %v", at, d, time.Minute-at)
+		if d.Allowed || !d.FromMemory || d.Remaining != 0 || d.ResetAfter != wholeSeconds(time.Minute-at) || !d.Reset.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("attempt at +%v: %+v, want a denial from memory with retry after %v", at, d, wholeSeconds(time.Minute-at))
 		}
 	}
 	if u, _ := store.Usage(ctx, p, "abuser", t0); u.Count != 4 {
 		t.Errorf("stored count %d, want 4: the cached denials must not reach the store", u.Count)
+	}
+	// MaxRemembered after the denial, the store is asked again (an
+	// override or a reset made elsewhere would show), and remembered anew.
+	if d := try(10*time.Second + limiter.MaxRemembered); d.Allowed || d.FromMemory || d.Count != 5 {
+		t.Fatalf("%v after the denial: %+v, want denied by the store with count 5", limiter.MaxRemembered, d)
+	}
+	if d := try(10*time.Second + limiter.MaxRemembered + time.Second); d.Allowed || !d.FromMemory {
+		t.Fatalf("after the second denial: %+v, want a denial from memory", d)
 	}
 	// The next window asks the store again.
 	if d := try(time.Minute); !d.Allowed || d.FromMemory || d.Count != 1 {
@@ -92,7 +103,7 @@ func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
 	ctx := context.Background()
 	try := func(at time.Duration) limiter.Outcome {
 		t.Helper()
-		a := limiter.Attempt{Checks: []limiter.Check{{minute, "k"}, {second, "k"}}, Now: t0.Add(at)}
+		a := limiter.Attempt{Checks: []limiter.Check{{Policy: minute, Key: "k"}, {Policy: second, Key: "k"}}, Now: t0.Add(at)}
 		o, err := c.Allow(ctx, a)
 		if err != nil {
 			t.Fatal(err)
@@ -102,19 +113,83 @@ func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
 	for i := range 3 {
 		try(time.Duration(i) * 100 * time.Millisecond)
 	}
+	stored := 0 // denials the store made, once every MaxRemembered
 	for s := 1; s < 60; s++ {
 		o := try(time.Duration(s) * time.Second)
-		if o.Allowed || !o.Decisions[0].FromMemory || o.Decisions[0].Allowed || !o.Decisions[1].Allowed {
-			t.Fatalf("at +%ds: %+v, want denied from memory by ping alone", s, o)
+		if o.Allowed || o.Decisions[0].Allowed || !o.Decisions[1].Allowed {
+			t.Fatalf("at +%ds: %+v, want denied by ping alone", s, o)
+		}
+		if !o.Decisions[0].FromMemory {
+			stored++
 		}
 		if o.RetryAfter() != time.Duration(60-s)*time.Second {
 			t.Fatalf("at +%ds: retry after %v, want %ds", s, o.RetryAfter(), 60-s)
 		}
 	}
-	if u, _ := store.Usage(ctx, minute, "k", t0); u.Count != 3 {
-		t.Errorf("stored count %d, want 3: the store saw the three attempts before the cache", u.Count)
+	// Remembered from the denial at 200 ms; asked again at 11, 21, 31, 41
+	// and 51 s.
+	if want := int(time.Minute / limiter.MaxRemembered) - 1; stored != want {
+		t.Errorf("the store decided %d of the 59 attempts, want %d: one every %v", stored, want, limiter.MaxRemembered)
+	}
+	if u, _ := store.Usage(ctx, minute, "k", t0); u.Count != int64(3+stored) {
+		t.Errorf("stored count %d, want %d: the attempts before the cache and those it let through", u.Count, 3+stored)
 	}
 	if o := try(time.Minute); !o.Allowed || o.Decisions[0].FromMemory {
 		t.Errorf("next minute: %+v, want allowed by the store", o)
+	}
+}
+
+// wholeSeconds rounds d up to whole seconds, as waits are told.
+func wholeSeconds(d time.Duration) time.Duration { return (d + time.Second - 1).Truncate(time.Second) }
+
+// countingStore counts the attempts that reach the store.
+type countingStore struct {
+	limiter.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (s *countingStore) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	s.mu.Lock()
+	s.n++
+	s.mu.Unlock()
+	return s.Store.Allow(ctx, a)
+}
+
+// TestRejectCacheUnderConcurrency: sixteen clients of one process hammer a
+// key with a limit of 3. Attempts already on their way to the store when
+// the first denial comes back reach it too, so the store sees at most the
+// limit plus one attempt per client, not one per attempt: the rule the
+// README states.
+func TestRejectCacheUnderConcurrency(t *testing.T) {
+	counted := &countingStore{Store: sqlitetest.Open(t, limiter.StoreConfig{})}
+	c := limiter.NewRejectCache(counted, 0)
+	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+	const clients, each = 16, 20
+	var wg sync.WaitGroup
+	var allowed atomic.Int64
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				o, err := c.Allow(context.Background(), storetest.One(p, "hot", t0, "", ""))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if o.Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 3 {
+		t.Errorf("%d allowed, want 3", allowed.Load())
+	}
+	if counted.n > 3+clients || counted.n < 4 {
+		t.Errorf("%d of %d attempts reached the store, want from 4 to %d: the limit plus at most one per client", counted.n, clients*each, 3+clients)
+	}
+	if u, _ := counted.Usage(context.Background(), p, "hot", t0); u.Count != int64(counted.n) {
+		t.Errorf("stored count %d, want %d: what reached the store", u.Count, counted.n)
 	}
 }

@@ -17,12 +17,13 @@ func (p Policy) weighted(now time.Time, cur, prev int64) float64 {
 	return float64(prev)*(1-float64(elapsed)/float64(p.Window)) + float64(cur)
 }
 
-// MaxCount is the largest count the window containing now may reach, this
-// attempt included, for the attempt to be allowed, given the previous
-// window's count (prev, used by sliding policies only). For a fixed window
-// it is the limit; for a sliding one, the limit less the previous window's
-// weight. A store that cannot run the policy's arithmetic inside its write
-// (DynamoDB's condition expressions) turns it into a condition on the count.
+// MaxCount is the largest count the window containing now may reach, the
+// attempt's cost included, for the attempt to be allowed, given the
+// previous window's count (prev, used by sliding policies only). For a
+// fixed window it is the limit; for a sliding one, the limit less the
+// previous window's weight. A store that cannot run the policy's arithmetic
+// inside its write (DynamoDB's condition expressions) turns it into a
+// condition on the count.
 func (p Policy) MaxCount(now time.Time, prev int64) int64 {
 	if !p.IsSliding() {
 		return p.Limit
@@ -30,15 +31,15 @@ func (p Policy) MaxCount(now time.Time, prev int64) int64 {
 	return int64(math.Floor(float64(p.Limit) - p.weighted(now, 0, prev) + 1e-9))
 }
 
-// slidingWait is how long until one more attempt would be allowed, if no
-// other came: later in this window, as the previous window's weight fades,
-// or in the next, as this window's does.
-func (p Policy) slidingWait(now time.Time, cur, prev int64) time.Duration {
+// slidingWait is how long until one more attempt of cost would be allowed,
+// if no other came: later in this window, as the previous window's weight
+// fades, or in the next, as this window's does.
+func (p Policy) slidingWait(now time.Time, cur, prev, cost int64) time.Duration {
 	w := float64(p.Window)
 	start := WindowStart(now, p.Window)
 	elapsed := float64(now.Sub(start))
-	room := float64(p.Limit - 1) // what the others may weigh for one more to fit
-	var at float64               // nanoseconds from start
+	room := float64(p.Limit - cost) // what the others may weigh for one more to fit
+	var at float64                  // nanoseconds from start
 	switch {
 	case float64(cur) <= room && prev > 0:
 		// prev*(1 - t/w) + cur <= room, within this window.

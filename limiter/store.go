@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -14,12 +15,27 @@ type Store interface {
 	// one write transaction: the increments, and the audit record when the
 	// attempt is allowed, commit together or not at all.
 	Allow(ctx context.Context, a Attempt) (Outcome, error)
-	// Usage reads key's standing under p at now. It never writes.
+	// Usage reads key's standing under p at now, with its override if it
+	// has one. It never writes.
 	Usage(ctx context.Context, p Policy, key string, now time.Time) (Usage, error)
 	// Prune deletes counters whose window ended more than one window length
-	// before now, for each row's own window, and audit records made before
-	// auditBefore (none when auditBefore is zero).
+	// before now, for each row's own window, GCRA buckets that have drained
+	// by now, and audit records made before auditBefore (none when
+	// auditBefore is zero). Overrides stay.
 	Prune(ctx context.Context, now, auditBefore time.Time) (Pruned, error)
+	// SetOverride stores o as key's override under p, replacing any, and
+	// returns the one it replaced (nil if none). The next decision of every
+	// process applies it.
+	SetOverride(ctx context.Context, p Policy, key string, o Override) (before *Override, err error)
+	// Override reads key's override under p; nil when there is none.
+	Override(ctx context.Context, p Policy, key string) (*Override, error)
+	// DeleteOverride removes key's override under p, returning it (nil if
+	// there was none): the key is back to the policy's limit.
+	DeleteOverride(ctx context.Context, p Policy, key string) (before *Override, err error)
+	// Reset forgets key's counts under p as of now, so that its next
+	// attempt passes as a fresh key's would: the current and previous
+	// windows' counters, or a GCRA policy's bucket. Audit records stay.
+	Reset(ctx context.Context, p Policy, key string, now time.Time) error
 	// Ready reports whether the store can serve now, reaching its data to
 	// find out: nil; an error wrapping ErrUnavailable, which may clear by
 	// itself (the store keeps trying on every call, so a process may start
@@ -31,11 +47,18 @@ type Store interface {
 	Close() error
 }
 
-// Check is one policy an attempt must pass, with the key it counts under.
+// Check is one policy an attempt must pass, with the key it counts under
+// and what it costs.
 type Check struct {
 	Policy Policy
 	Key    string
+	// Cost is how many requests the attempt counts as under the policy;
+	// zero means 1.
+	Cost int64
 }
+
+// Units is c's cost: Cost, or 1 when it is not set.
+func (c Check) Units() int64 { return max(c.Cost, 1) }
 
 // Attempt is one request to be counted.
 type Attempt struct {
@@ -58,6 +81,9 @@ func (a Attempt) Validate() error {
 		if err := c.Policy.Validate(); err != nil {
 			return err
 		}
+		if c.Cost < 0 {
+			return fmt.Errorf("policy %q: cost %d is below 1", c.Policy.Name, c.Cost)
+		}
 	}
 	return nil
 }
@@ -76,9 +102,11 @@ func AuditBefore(now time.Time, retention time.Duration) time.Time {
 	return now.Add(-retention)
 }
 
-// Pruned reports what a Prune deleted.
+// Pruned reports what a Prune deleted: expired window counters, GCRA
+// buckets that have drained (as full as a fresh key's), old audit records.
 type Pruned struct {
 	Windows int64 `json:"windows_deleted"`
+	Buckets int64 `json:"buckets_deleted"`
 	Audit   int64 `json:"audit_deleted"`
 }
 

@@ -9,8 +9,9 @@ import (
 type Usage struct {
 	Policy Policy
 	Key    string
-	// Count is the number of attempts counted in the window, allowed or not.
-	// For a sliding policy it is the weighted count, rounded up.
+	// Count is the number of attempts counted in the window, allowed or not,
+	// each as many as it cost. For a sliding policy it is the weighted
+	// count, rounded up; for GCRA, the part of the bucket in use.
 	Count int64
 	// Remaining is how many more requests the policy allows now: Limit -
 	// Count, never below zero.
@@ -22,15 +23,20 @@ type Usage struct {
 	// ResetAfter is when to come back, rounded up to whole seconds and at
 	// least one: for a fixed window, until it ends; for a sliding one,
 	// until a request would be allowed again when none remain (or when the
-	// attempt was denied), else until the window ends. It is the
-	// Retry-After of a denial.
+	// attempt was denied), else until the window ends; for GCRA, until the
+	// bucket is whole again, or when too little is left, until a request
+	// fits. It is the Retry-After of a denial.
 	ResetAfter time.Duration
 }
 
-// UsageAt computes where key stands at now under p, given the count of the
-// window containing now (cur) and, for a sliding policy, of the window
-// before it (prev).
-func (p Policy) UsageAt(key string, now time.Time, cur, prev int64) Usage {
+// UsageAt computes where key stands at now under p, given what the store
+// read: the count of the window containing now and, for a sliding policy,
+// of the window before it, or a GCRA policy's TAT.
+func (p Policy) UsageAt(key string, now time.Time, st State) Usage {
+	if p.IsGCRA() {
+		return p.gcraUsage(key, now, st.TAT)
+	}
+	cur, prev := st.Cur, st.Prev
 	start := WindowStart(now, p.Window)
 	reset := start.Add(p.Window)
 	u := Usage{Policy: p, Key: key, WindowStart: start, Reset: reset, ResetAfter: wholeSeconds(reset.Sub(now))}
@@ -42,7 +48,7 @@ func (p Policy) UsageAt(key string, now time.Time, cur, prev int64) Usage {
 	u.Count = int64(math.Ceil(p.weighted(now, cur, prev) - 1e-9))
 	u.Remaining = max(p.Limit-u.Count, 0)
 	if u.Remaining == 0 {
-		u.ResetAfter = p.slidingWait(now, cur, prev)
+		u.ResetAfter = p.slidingWait(now, cur, prev, 1)
 	}
 	return u
 }

@@ -55,7 +55,7 @@ func TestDecideAndRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := p.Decide("k", start.Add(tt.at), tt.count, 0)
+			d := decide(p, start.Add(tt.at), limiter.State{Cur: tt.count})
 			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.ResetAfter != tt.resetAfter {
 				t.Errorf("Decide at +%v with count %d = allowed %v remaining %d retry after %v; want %v %d %v",
 					tt.at, tt.count, d.Allowed, d.Remaining, d.ResetAfter, tt.allowed, tt.remaining, tt.resetAfter)
@@ -98,7 +98,7 @@ func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
 	minute := limiter.Policy{Name: "minute", Limit: 3, Window: time.Minute}
 	burst := limiter.Policy{Name: "burst", Limit: 2, Window: 10 * time.Second, Namespace: "burst"}
 	shadow := limiter.Policy{Name: "hour", Limit: 1, Window: time.Hour, Namespace: "hour", Shadow: true}
-	a := limiter.Attempt{Checks: []limiter.Check{{minute, "k"}, {burst, "k"}, {shadow, "k"}}, Now: now}
+	a := limiter.Attempt{Checks: []limiter.Check{{Policy: minute, Key: "k"}, {Policy: burst, Key: "k"}, {Policy: shadow, Key: "k"}}, Now: now}
 	tests := []struct {
 		name   string
 		cur    []int64
@@ -111,7 +111,7 @@ func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
 		{"the shadow never adds a wait", []int64{1, 3, 9}, []string{"burst"}, 2 * time.Second},
 	}
 	for _, tt := range tests {
-		o := a.Outcome(tt.cur, []int64{0, 0, 0})
+		o := a.Outcome(counts(tt.cur...))
 		var denied []string
 		for _, d := range o.Denied() {
 			denied = append(denied, d.Policy.Name)
@@ -120,4 +120,18 @@ func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
 			t.Errorf("%s: allowed %v, denied by %v, retry after %v; want denied by %v, %v", tt.name, o.Allowed, denied, o.RetryAfter(), tt.denied, tt.want)
 		}
 	}
+}
+
+// decide is the decision of one attempt at now under p alone, from st.
+func decide(p limiter.Policy, now time.Time, st limiter.State) limiter.Decision {
+	return limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k"}}, Now: now}.Outcome([]limiter.State{st}).Decisions[0]
+}
+
+// counts are states holding the current windows' counts cur.
+func counts(cur ...int64) []limiter.State {
+	st := make([]limiter.State, len(cur))
+	for i, c := range cur {
+		st[i].Cur = c
+	}
+	return st
 }

@@ -157,6 +157,6 @@ func prune(ctx context.Context, log *slog.Logger, store limiter.Store, every, re
 			log.Warn("prune", "error", err.Error())
 			continue
 		}
-		log.Info("prune", "windows_deleted", pruned.Windows, "audit_deleted", pruned.Audit)
+		log.Info("prune", "windows_deleted", pruned.Windows, "buckets_deleted", pruned.Buckets, "audit_deleted", pruned.Audit)
 	}
 }

@@ -43,7 +43,7 @@ func Prune(store limiter.Store, retention time.Duration, now func() time.Time, l
 		if !auditBefore.IsZero() {
 			res.AuditBefore = auditBefore.UTC().Format(time.RFC3339)
 		}
-		attrs := []any{"windows_deleted", pruned.Windows, "audit_deleted", pruned.Audit, "now", res.Now, "audit_before", res.AuditBefore}
+		attrs := []any{"windows_deleted", pruned.Windows, "buckets_deleted", pruned.Buckets, "audit_deleted", pruned.Audit, "now", res.Now, "audit_before", res.AuditBefore}
 		if err != nil {
 			log.Error("prune", append(attrs, "error", err.Error())...)
 			return res, err

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -14,15 +13,12 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// decision is one attempt being decided: its counters' keys, the updates
-// that count it, and the counts it is decided from.
+// decision is one attempt being decided: its checks with their overrides
+// applied, what was read of them first, and the counts read back.
 type decision struct {
-	a         limiter.Attempt
-	keys      []map[string]types.AttributeValue
-	cur, prev []int64
-	// below holds, for each enforced policy, the count its counter must be
-	// below for the attempt to be allowed.
-	below []int64
+	a      limiter.Attempt // with the effective policies
+	states []limiter.State
+	keys   []map[string]types.AttributeValue // each window check's counter; nil for GCRA
 }
 
 // Allow counts the attempt under each check and decides it; see the
@@ -34,114 +30,211 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	if s.cfg.ReadOnly {
 		return limiter.Outcome{}, limiter.Failed(limiter.FaultUnavailable, "dynamodb: store opened read-only")
 	}
-	d, err := s.prepare(ctx, a)
-	if err != nil {
-		return limiter.Outcome{}, err
-	}
-	allowed := false
-	if !d.hopeless() {
-		switch err := s.transact(ctx, "decide", d.items(s, true)); {
-		case err == nil:
-			allowed = true
-		case !errors.Is(err, errConditionFailed):
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
+	defer cancel()
+	for try := 1; ; try++ {
+		d, err := s.prepare(ctx, a)
+		if err != nil {
 			return limiter.Outcome{}, err
 		}
-	}
-	if !allowed {
-		// Count the denied attempt under every policy, all or none.
-		if err := s.transact(ctx, "count denied", d.items(s, false)); err != nil {
+		allowed, err := s.tryAllow(ctx, d)
+		if errors.Is(err, errBucketMoved) {
+			// Another decision moved a GCRA bucket since it was read:
+			// decide again from a fresh read.
+			if err := pause(ctx); err != nil {
+				return limiter.Outcome{}, s.failed(limiter.FaultBusy, "decide", try, errBucketMoved)
+			}
+			continue
+		}
+		if err != nil {
 			return limiter.Outcome{}, err
 		}
-	}
-	// The transactions returned nothing: read the counts back. They may
-	// include attempts after this one; the decision stands.
-	if d.cur, err = s.counts(ctx, d.keys); err != nil {
-		return limiter.Outcome{}, err
-	}
-	o := a.Outcome(d.cur, d.prev)
-	o.Allowed = allowed
-	for i, c := range a.Checks {
-		if allowed && !c.Policy.Shadow {
-			o.Decisions[i].Allowed = true
+		if !allowed {
+			// Count the denied attempt under every window policy, all or
+			// none; GCRA buckets do not move for a denied attempt.
+			if items := d.counts(s, false); len(items) > 0 {
+				if err := s.transact(ctx, "count denied", items); err != nil {
+					return limiter.Outcome{}, err
+				}
+			}
 		}
+		return s.outcome(ctx, d, allowed)
 	}
-	return o, nil
 }
 
-// prepare finds d's counters and, for each enforced policy, the count its
-// counter must be below for the attempt to be allowed: the limit, or for a
-// sliding policy the limit less the previous window's weighted count, read
-// first (that window no longer changes).
+// errBucketMoved says a GCRA bucket changed between its read and the
+// conditional write: decide again from a fresh read.
+var errBucketMoved = errors.New("a GCRA bucket moved")
+
+// tryAllow writes the attempt as allowed, on condition that every enforced
+// window policy still has room and every GCRA bucket is as it was read, and
+// reports whether it could. An attempt that an enforced policy denies
+// whatever the writes would find (a cost beyond a window's room, a GCRA
+// bucket too full) writes nothing here.
+func (s *Store) tryAllow(ctx context.Context, d *decision) (bool, error) {
+	for i, c := range d.a.Checks {
+		if !c.Policy.Shadow && (d.below(i) < 1 || c.Policy.IsGCRA() && !d.fits(i)) {
+			return false, nil
+		}
+	}
+	counts := d.counts(s, true)
+	items := append(counts, d.buckets(s)...)
+	items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.cfg.Table, Item: s.auditItem(d.a)}})
+	err := s.transact(ctx, "decide", items)
+	var failed *conditionFailed
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &failed):
+		return false, err
+	}
+	for _, i := range failed.items {
+		if i < len(counts) {
+			return false, nil // a window at its limit: only enforced counters have conditions
+		}
+	}
+	return false, errBucketMoved
+}
+
+// fits reports whether GCRA check i lets the attempt through, from the
+// bucket as read, and moves it to next.
+func (d *decision) fits(i int) bool {
+	o := limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}.Outcome(d.states[i : i+1])
+	return o.Decisions[0].Allowed
+}
+
+// prepare reads, in one round trip, what a's checks are decided from
+// before any write: every key's override, the previous windows of sliding
+// policies (they no longer change) and GCRA buckets.
 func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, error) {
-	n := len(a.Checks)
-	d := &decision{a: a, keys: make([]map[string]types.AttributeValue, n), prev: make([]int64, n), below: make([]int64, n)}
-	var prevKeys []map[string]types.AttributeValue
-	var sliding []int
+	r := newReads()
+	states := make([]func() (limiter.State, error), len(a.Checks))
+	overrides := make([]func() map[string]types.AttributeValue, len(a.Checks))
 	for i, c := range a.Checks {
-		start := limiter.WindowStart(a.Now, c.Policy.Window)
-		d.keys[i] = CounterKey(c.Policy, c.Key, start)
-		if c.Policy.IsSliding() {
-			prevKeys = append(prevKeys, CounterKey(c.Policy, c.Key, start.Add(-c.Policy.Window)))
-			sliding = append(sliding, i)
-		}
+		states[i] = r.state(c.Policy, c.Key, a.Now, false)
+		overrides[i] = r.add(OverrideKey(c.Policy, c.Key))
 	}
-	if len(prevKeys) > 0 {
-		prev, err := s.counts(ctx, prevKeys)
+	if err := s.read(ctx, r); err != nil {
+		return nil, err
+	}
+	d := &decision{a: a, states: make([]limiter.State, len(a.Checks)), keys: make([]map[string]types.AttributeValue, len(a.Checks))}
+	d.a.Checks = make([]limiter.Check, len(a.Checks))
+	for i, c := range a.Checks {
+		o, err := overrideOf(overrides[i]())
+		if err == nil {
+			d.states[i], err = states[i]()
+		}
 		if err != nil {
-			return nil, err
+			return nil, s.failed(limiter.FaultCorrupt, "read", 1, err)
 		}
-		for j, i := range sliding {
-			d.prev[i] = prev[j]
+		d.a.Checks[i] = limiter.Check{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
+		if !c.Policy.IsGCRA() {
+			d.keys[i] = CounterKey(c.Policy, c.Key, limiter.WindowStart(a.Now, c.Policy.Window))
 		}
-	}
-	for i, c := range a.Checks {
-		d.below[i] = c.Policy.MaxCount(a.Now, d.prev[i])
 	}
 	return d, nil
 }
 
-// hopeless reports whether an enforced policy denies the attempt whatever
-// its window holds, so that no conditional transaction can succeed.
-func (d *decision) hopeless() bool {
-	for i, c := range d.a.Checks {
-		if !c.Policy.Shadow && d.below[i] < 1 {
-			return true
-		}
+// below is the count check i's counter must be below for the attempt to
+// fit: the most it may hold with the attempt's cost added, less that cost,
+// plus one. Not used for GCRA checks.
+func (d *decision) below(i int) int64 {
+	c := d.a.Checks[i]
+	if c.Policy.IsGCRA() {
+		return 1
 	}
-	return false
+	return c.Policy.MaxCount(d.a.Now, d.states[i].Prev) - c.Units() + 1
 }
 
-// items are the writes of d's transaction: an update per counter that
-// adds the attempt, each enforced one on condition that its count is
-// below what allows it when conditional, and the audit record when it is.
-func (d *decision) items(s *Store, conditional bool) []types.TransactWriteItem {
-	items := make([]types.TransactWriteItem, 0, len(d.keys)+1)
+// counts are the updates that add the attempt's cost to each window
+// counter, each enforced one, when conditional, on condition that the
+// counter has room for it.
+func (d *decision) counts(s *Store, conditional bool) []types.TransactWriteItem {
+	var items []types.TransactWriteItem
 	for i, c := range d.a.Checks {
-		u := s.increment(d.keys[i], c.Policy, limiter.WindowStart(d.a.Now, c.Policy.Window))
+		if d.keys[i] == nil {
+			continue
+		}
+		start := limiter.WindowStart(d.a.Now, c.Policy.Window)
+		u := &types.Update{
+			TableName:                &s.cfg.Table,
+			Key:                      d.keys[i],
+			UpdateExpression:         aws.String("ADD #c :cost SET #w = :w, #e = :e"),
+			ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":cost": num(c.Units()), ":w": num(c.Policy.WindowSeconds()), ":e": num(start.Add(2 * c.Policy.Window).Unix()),
+			},
+		}
 		if conditional && !c.Policy.Shadow {
 			u.ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
-			u.ExpressionAttributeValues[":below"] = num(d.below[i])
+			u.ExpressionAttributeValues[":below"] = num(d.below(i))
 		}
 		items = append(items, types.TransactWriteItem{Update: u})
-	}
-	if conditional {
-		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.cfg.Table, Item: s.auditItem(d.a)}})
 	}
 	return items
 }
 
-// increment is the update that adds one attempt to a counter and keeps its
-// window length and expiry.
-func (s *Store) increment(key map[string]types.AttributeValue, p limiter.Policy, start time.Time) *types.Update {
-	return &types.Update{
-		TableName:                &s.cfg.Table,
-		Key:                      key,
-		UpdateExpression:         aws.String("ADD #c :one SET #w = :w, #e = :e"),
-		ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": num(1), ":w": num(p.WindowSeconds()), ":e": num(start.Add(2 * p.Window).Unix()),
-		},
+// buckets are the writes that move each GCRA bucket the attempt passes,
+// on condition that it is where it was read, so that two decisions never
+// both move it from the same place (the over-admission of a read, then a
+// blind write).
+func (d *decision) buckets(s *Store) []types.TransactWriteItem {
+	var items []types.TransactWriteItem
+	for i, c := range d.a.Checks {
+		if !c.Policy.IsGCRA() {
+			continue
+		}
+		o := limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}.Outcome(d.states[i : i+1])
+		if !o.Decisions[0].Moved {
+			continue // a shadow that would deny: its bucket stays
+		}
+		next := o.Decisions[0].TAT
+		u := &types.Update{
+			TableName:                &s.cfg.Table,
+			Key:                      BucketKey(c.Policy, c.Key),
+			UpdateExpression:         aws.String("SET #t = :next, #e = :e"),
+			ExpressionAttributeNames: map[string]string{"#t": attrTAT, "#e": attrExpires},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":next": num(next.UnixNano()), ":e": num(next.Unix() + 1),
+			},
+			ConditionExpression: aws.String("attribute_not_exists(#t)"),
+		}
+		if read := d.states[i].TAT; !read.IsZero() {
+			u.ConditionExpression = aws.String("#t = :read")
+			u.ExpressionAttributeValues[":read"] = num(read.UnixNano())
+		}
+		items = append(items, types.TransactWriteItem{Update: u})
 	}
+	return items
+}
+
+// outcome reads the window counts back (the transactions returned none)
+// and decides: they may include attempts after this one; the decision
+// stands.
+func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (limiter.Outcome, error) {
+	r := newReads()
+	counters := make([]func() map[string]types.AttributeValue, len(d.keys))
+	for i, k := range d.keys {
+		if k != nil {
+			counters[i] = r.add(k)
+		}
+	}
+	if len(r.keys) > 0 {
+		if err := s.read(ctx, r); err != nil {
+			return limiter.Outcome{}, err
+		}
+	}
+	for i, get := range counters {
+		if get == nil {
+			continue
+		}
+		n, err := numberOf(get(), attrCount)
+		if err != nil {
+			return limiter.Outcome{}, s.failed(limiter.FaultCorrupt, "read counts", 1, err)
+		}
+		d.states[i].Cur = n
+	}
+	return d.a.Decided(d.states, allowed), nil
 }
 
 // auditItem is the audit record of an allowed attempt, under its first
@@ -162,6 +255,7 @@ func (s *Store) auditItem(a limiter.Attempt) map[string]types.AttributeValue {
 		"called_at":    str(calledAt),
 		"route":        str(a.Route),
 		"request_id":   str(a.RequestID),
+		"cost":         num(first.Units()),
 	}
 	if s.cfg.AuditRetention > 0 {
 		item[attrExpires] = num(a.Now.Add(s.cfg.AuditRetention).Unix())

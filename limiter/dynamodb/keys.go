@@ -16,6 +16,15 @@ const (
 	attrCount   = "count"
 	attrWindow  = "window_seconds"
 	attrExpires = "expires_at"
+	attrTAT     = "tat"
+	attrLimit   = "limit"
+	attrBurst   = "burst"
+)
+
+// Sort keys of the items beside a key's counters, in the same partition.
+const (
+	skBucket   = "gcra"
+	skOverride = "override"
 )
 
 // sep separates the parts of a partition key. limiter.ValidKey refuses
@@ -48,15 +57,28 @@ func CounterKey(p limiter.Policy, key string, windowStart time.Time) map[string]
 	}
 }
 
+// BucketKey is the primary key of key's GCRA bucket under p: its TAT in
+// Unix nanoseconds, expiring once it has drained.
+func BucketKey(p limiter.Policy, key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str(CounterPartition(p, key)), attrSK: str(skBucket)}
+}
+
+// OverrideKey is the primary key of key's override under p, which never
+// expires.
+func OverrideKey(p limiter.Policy, key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str(CounterPartition(p, key)), attrSK: str(skOverride)}
+}
+
 // AuditPartition is the partition key of key's audit records in a window.
 func AuditPartition(key string, windowStart time.Time) string {
 	return kindCall + sep + key + sep + limiter.FormatWindow(windowStart)
 }
 
-func countOf(item map[string]types.AttributeValue) (int64, error) {
-	v, ok := item[attrCount].(*types.AttributeValueMemberN)
+// numberOf reads a number attribute of item; a missing one is 0.
+func numberOf(item map[string]types.AttributeValue, attr string) (int64, error) {
+	v, ok := item[attr].(*types.AttributeValueMemberN)
 	if !ok {
-		return 0, nil // no counter yet
+		return 0, nil
 	}
 	return strconv.ParseInt(v.Value, 10, 64)
 }

@@ -12,74 +12,115 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// Usage reads key's counter (and, for a sliding policy, the previous
-// window's) with one strongly consistent read.
+// Usage reads key's standing under p at now, with its override, in one
+// strongly consistent read.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
 	if err := p.Validate(); err != nil {
 		return limiter.Usage{}, fmt.Errorf("dynamodb: %w", err)
 	}
-	start := limiter.WindowStart(now, p.Window)
-	keys := []map[string]types.AttributeValue{CounterKey(p, key, start)}
-	if p.IsSliding() {
-		keys = append(keys, CounterKey(p, key, start.Add(-p.Window)))
-	}
-	counts, err := s.counts(ctx, keys)
-	if err != nil {
+	r := newReads()
+	st, o := r.state(p, key, now, true), r.add(OverrideKey(p, key))
+	if err := s.read(ctx, r); err != nil {
 		return limiter.Usage{}, err
 	}
-	var prev int64
-	if p.IsSliding() {
-		prev = counts[1]
+	state, err := st()
+	if err != nil {
+		return limiter.Usage{}, s.failed(limiter.FaultCorrupt, "read counts", 1, err)
 	}
-	return p.UsageAt(key, now, counts[0], prev), nil
+	over, err := overrideOf(o())
+	if err != nil {
+		return limiter.Usage{}, s.failed(limiter.FaultCorrupt, "read override", 1, err)
+	}
+	return p.With(over).UsageAt(key, now, state), nil
 }
 
-// counts reads the counters at keys, in order, with strongly consistent
-// reads: one GetItem for one key, one BatchGetItem (and more for the keys
-// DynamoDB leaves unprocessed) for several. A missing counter is 0.
-func (s *Store) counts(ctx context.Context, keys []map[string]types.AttributeValue) ([]int64, error) {
-	out := make([]int64, len(keys))
-	if len(keys) == 1 {
-		err := s.retry(ctx, "read count", func(ctx context.Context) error {
-			res, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.cfg.Table, Key: keys[0], ConsistentRead: aws.Bool(true)})
-			if err == nil {
-				out[0], err = countOf(res.Item)
+// reads gathers items to read in one round trip: each add returns a
+// function that gives the item once read (nil if it does not exist).
+type reads struct {
+	keys  []map[string]types.AttributeValue
+	index map[string]int
+	items map[string]map[string]types.AttributeValue
+}
+
+func newReads() *reads {
+	return &reads{index: map[string]int{}, items: map[string]map[string]types.AttributeValue{}}
+}
+
+func (r *reads) add(key map[string]types.AttributeValue) func() map[string]types.AttributeValue {
+	id := itemID(key)
+	if _, ok := r.index[id]; !ok {
+		r.index[id] = len(r.keys)
+		r.keys = append(r.keys, key)
+	}
+	return func() map[string]types.AttributeValue { return r.items[id] }
+}
+
+// state adds what key's state under p at now is read from: for a GCRA
+// policy its bucket, for a sliding one the previous window's counter, and
+// with current, the current window's too.
+func (r *reads) state(p limiter.Policy, key string, now time.Time, current bool) func() (limiter.State, error) {
+	start := limiter.WindowStart(now, p.Window)
+	switch {
+	case p.IsGCRA():
+		bucket := r.add(BucketKey(p, key))
+		return func() (limiter.State, error) {
+			ns, err := numberOf(bucket(), attrTAT)
+			if err != nil || ns == 0 {
+				return limiter.State{}, err
+			}
+			return limiter.State{TAT: time.Unix(0, ns)}, nil
+		}
+	}
+	none := func() map[string]types.AttributeValue { return nil }
+	cur, prev := none, none
+	if current {
+		cur = r.add(CounterKey(p, key, start))
+	}
+	if p.IsSliding() {
+		prev = r.add(CounterKey(p, key, start.Add(-p.Window)))
+	}
+	return func() (st limiter.State, err error) {
+		if st.Cur, err = numberOf(cur(), attrCount); err == nil {
+			st.Prev, err = numberOf(prev(), attrCount)
+		}
+		return st, err
+	}
+}
+
+// read reads r's items with strongly consistent reads: one GetItem for one
+// key, one BatchGetItem (and more for the keys DynamoDB leaves unprocessed)
+// for several.
+func (s *Store) read(ctx context.Context, r *reads) error {
+	if len(r.keys) == 1 {
+		return s.retry(ctx, "read", func(ctx context.Context) error {
+			res, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.cfg.Table, Key: r.keys[0], ConsistentRead: aws.Bool(true)})
+			if err == nil && res.Item != nil {
+				r.items[itemID(r.keys[0])] = res.Item
 			}
 			return err
 		})
-		return out, err
 	}
-	found := map[string]int64{}
-	pending := keys
-	for len(pending) > 0 {
+	for pending := r.keys; len(pending) > 0; {
 		var res *dynamodb.BatchGetItemOutput
-		err := s.retry(ctx, "read counts", func(ctx context.Context) (err error) {
+		err := s.retry(ctx, "read", func(ctx context.Context) (err error) {
 			res, err = s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 				s.cfg.Table: {Keys: pending, ConsistentRead: aws.Bool(true)},
 			}})
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, item := range res.Responses[s.cfg.Table] {
-			n, err := countOf(item)
-			if err != nil {
-				return nil, s.failed(limiter.FaultCorrupt, "read counts", 1, err)
-			}
-			found[itemID(item)] = n
+			r.items[itemID(item)] = item
 		}
-		pending = res.UnprocessedKeys[s.cfg.Table].Keys
-		if len(pending) > 0 {
+		if pending = res.UnprocessedKeys[s.cfg.Table].Keys; len(pending) > 0 {
 			if err := pause(ctx); err != nil {
-				return nil, s.failed(limiter.FaultBusy, "read counts", 1, err)
+				return s.failed(limiter.FaultBusy, "read", 1, err)
 			}
 		}
 	}
-	for i, k := range keys {
-		out[i] = found[itemID(k)]
-	}
-	return out, nil
+	return nil
 }
 
 // itemID names an item by its primary key.
@@ -90,4 +131,20 @@ func itemID(item map[string]types.AttributeValue) string {
 		return ""
 	}
 	return pk.Value + sep + sep + sk.Value
+}
+
+// overrideOf reads an override item; nil when there is none.
+func overrideOf(item map[string]types.AttributeValue) (*limiter.Override, error) {
+	if item == nil {
+		return nil, nil
+	}
+	limit, err := numberOf(item, attrLimit)
+	if err != nil {
+		return nil, err
+	}
+	burst, err := numberOf(item, attrBurst)
+	if err != nil {
+		return nil, err
+	}
+	return &limiter.Override{Limit: limit, Burst: burst}, nil
 }

@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -14,9 +15,28 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// errConditionFailed is what transact returns when a condition of the
-// transaction failed: nothing was written.
-var errConditionFailed = errors.New("a condition failed")
+// conditionFailed is what transact returns when conditions of the
+// transaction failed: nothing was written. items are the indexes, in the
+// transaction, of the writes whose condition failed.
+type conditionFailed struct{ items []int }
+
+func (e *conditionFailed) Error() string {
+	return fmt.Sprintf("conditions failed on items %v", e.items)
+}
+
+// failedConditions lists the items of a cancelled transaction whose
+// condition failed.
+func failedConditions(err error) *conditionFailed {
+	var tce *types.TransactionCanceledException
+	errors.As(err, &tce)
+	f := &conditionFailed{}
+	for i, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			f.items = append(f.items, i)
+		}
+	}
+	return f
+}
 
 // outcome is what an answer to a write says about it.
 type outcome int
@@ -68,7 +88,7 @@ func throttled(err error) bool {
 }
 
 // transact writes items in one transaction, applied once (see the package
-// comment): nil when it was applied, errConditionFailed when a condition
+// comment): nil when it was applied, a *conditionFailed when conditions
 // failed, or a store error.
 func (s *Store) transact(ctx context.Context, op string, items []types.TransactWriteItem) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
@@ -82,7 +102,7 @@ func (s *Store) transact(ctx context.Context, op string, items []types.TransactW
 		case applied:
 			return nil
 		case notApplied:
-			return errConditionFailed
+			return failedConditions(err)
 		case tryAgain:
 			in = &dynamodb.TransactWriteItemsInput{TransactItems: items} // a new call: a new token
 		case stillOpen:

@@ -13,53 +13,17 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-const (
-	// upsertSQL counts the attempt and returns the new count in one
-	// statement: the first attempt in a window inserts 1, later ones add 1.
-	upsertSQL = `INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)
-VALUES (?1, ?2, 1, ?3)
-ON CONFLICT (key, window_start) DO UPDATE SET count = count + 1
-RETURNING count`
-	auditSQL = `INSERT INTO api_calls (key, window_start, called_at, route, request_id)
-VALUES (?1, ?2, ?3, ?4, ?5)`
-	usageSQL = `SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?2`
-)
-
 // Allow counts the attempt under each check and decides it, in one
-// immediate transaction: each upsert returns its count including this
-// attempt (and a sliding policy reads the previous window's count, with no
-// extra write), the policies decide from them, and an allowed attempt's
-// audit record is inserted before the commit. No count is read and written
-// back from Go, so concurrent processes cannot lose an increment, and an
-// audit record exists exactly when its increments committed as allowed.
+// immediate transaction (see decide). No count is read and written back
+// from Go, so concurrent processes cannot lose an increment, and an audit
+// record exists exactly when its increments committed as allowed.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
 	if err := a.Validate(); err != nil {
 		return limiter.Outcome{}, fmt.Errorf("sqlite: %w", err)
 	}
 	var o limiter.Outcome
-	err := s.write(ctx, "decide", func(tx *sql.Tx, h *handle) error {
-		cur, prev := make([]int64, len(a.Checks)), make([]int64, len(a.Checks))
-		upsert, usage := tx.StmtContext(ctx, h.upsert), tx.StmtContext(ctx, h.usage)
-		for i, c := range a.Checks {
-			start := limiter.WindowStart(a.Now, c.Policy.Window)
-			err := upsert.QueryRowContext(ctx, c.Policy.StoreKey(c.Key), limiter.FormatWindow(start), c.Policy.WindowSeconds()).Scan(&cur[i])
-			if err != nil {
-				return err
-			}
-			if c.Policy.IsSliding() {
-				if prev[i], err = count(ctx, usage, c.Policy.StoreKey(c.Key), start.Add(-c.Policy.Window)); err != nil {
-					return err
-				}
-			}
-		}
-		o = a.Outcome(cur, prev)
-		if !o.Allowed {
-			return nil
-		}
-		first := a.Checks[0]
-		_, err := tx.StmtContext(ctx, h.audit).ExecContext(ctx, first.Key,
-			limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
-			a.Now.UTC().Format(limiter.CalledAtLayout), a.Route, a.RequestID)
+	err := s.write(ctx, "decide", func(tx *sql.Tx, h *handle) (err error) {
+		o, err = decide(ctx, h.stmts.in(ctx, tx), a)
 		return err
 	})
 	if err != nil {
@@ -68,40 +32,98 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	return o, nil
 }
 
-// count reads one window's count with the usage statement; no row is 0.
-func count(ctx context.Context, usage *sql.Stmt, storeKey string, start time.Time) (int64, error) {
-	var n int64
-	err := usage.QueryRowContext(ctx, storeKey, limiter.FormatWindow(start)).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+// decide decides a inside a write transaction: for each check, one read of
+// the key's override, previous window and GCRA bucket, and for a window one
+// upsert that returns its count with this attempt's cost; then the
+// policies decide, a GCRA bucket that moved is written back, and an allowed
+// attempt's audit record is inserted.
+func decide(ctx context.Context, st *statements, a limiter.Attempt) (limiter.Outcome, error) {
+	checks := make([]limiter.Check, len(a.Checks))
+	states := make([]limiter.State, len(a.Checks))
+	for i, c := range a.Checks {
+		p, key := c.Policy, c.Policy.StoreKey(c.Key)
+		start := limiter.WindowStart(a.Now, p.Window)
+		r, err := readState(ctx, st, p, key, start)
+		if err != nil {
+			return limiter.Outcome{}, err
+		}
+		checks[i], states[i] = limiter.Check{Policy: p.With(r.override), Key: c.Key, Cost: c.Cost}, r.State
+		if p.IsGCRA() {
+			continue
+		}
+		err = st.upsert.QueryRowContext(ctx, key, limiter.FormatWindow(start), c.Units(), p.WindowSeconds()).Scan(&states[i].Cur)
+		if err != nil {
+			return limiter.Outcome{}, err
+		}
 	}
-	return n, err
+	b := a
+	b.Checks = checks
+	o := b.Outcome(states)
+	for i, d := range o.Decisions {
+		if d.Moved {
+			if _, err := st.tat.ExecContext(ctx, checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano()); err != nil {
+				return limiter.Outcome{}, err
+			}
+		}
+	}
+	if !o.Allowed {
+		return o, nil
+	}
+	first := a.Checks[0]
+	_, err := st.audit.ExecContext(ctx, first.Key,
+		limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
+		a.Now.UTC().Format(limiter.CalledAtLayout), a.Route, a.RequestID, first.Units())
+	return o, err
 }
 
-// Usage reads key's count in the window containing now (and, for a
-// sliding policy, the one before) in autocommit mode: it takes only a
-// shared lock and writes nothing.
+// stored is what stateSQL read of one store key.
+type stored struct {
+	limiter.State
+	override *limiter.Override
+}
+
+// readState reads key's override, its count in the window before start
+// (and in the one from start, for Usage) and its GCRA bucket.
+func readState(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (stored, error) {
+	var cur, prev, limit, burst, tat sql.NullInt64
+	err := st.state.QueryRowContext(ctx, key, limiter.FormatWindow(start), limiter.FormatWindow(start.Add(-p.Window))).
+		Scan(&cur, &prev, &limit, &burst, &tat)
+	if err != nil {
+		return stored{}, err
+	}
+	r := stored{State: limiter.State{Cur: cur.Int64}}
+	if p.IsSliding() {
+		r.Prev = prev.Int64
+	}
+	if tat.Valid {
+		r.TAT = time.Unix(0, tat.Int64)
+	}
+	if limit.Valid {
+		r.override = &limiter.Override{Limit: limit.Int64, Burst: burst.Int64}
+	}
+	return r, nil
+}
+
+// Usage reads key's standing under p at now, with its override, in one
+// statement in autocommit mode: it takes only a shared lock and writes
+// nothing.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
 	if err := p.Validate(); err != nil {
 		return limiter.Usage{}, fmt.Errorf("sqlite: %w", err)
 	}
-	start := limiter.WindowStart(now, p.Window)
 	// A read waits for the lock (a commit in progress) or this process's
 	// connection no longer than a write would.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
-	var cur, prev int64
+	var r stored
 	err := s.do(ctx, "read count", func(h *handle) (err error) {
-		if cur, err = count(ctx, h.usage, p.StoreKey(key), start); err != nil || !p.IsSliding() {
-			return err
-		}
-		prev, err = count(ctx, h.usage, p.StoreKey(key), start.Add(-p.Window))
+		r, err = readState(ctx, &h.stmts, p, p.StoreKey(key), limiter.WindowStart(now, p.Window))
 		return err
 	})
 	if err != nil && !s.noDatabaseYet() {
 		return limiter.Usage{}, err
 	}
-	return p.UsageAt(key, now, cur, prev), nil
+	return p.With(r.override).UsageAt(key, now, r.State), nil
 }
 
 // noDatabaseYet reports, for a read-only store, that the database file does

@@ -30,9 +30,12 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 	pruneAuditBoundarySQL = `SELECT id FROM api_calls WHERE called_at >= ?1 ORDER BY id LIMIT 1`
 	pruneAuditEndSQL      = `SELECT coalesce(max(id), 0) + 1 FROM api_calls`
 	pruneAuditBatchSQL    = `DELETE FROM api_calls WHERE id IN (SELECT id FROM api_calls WHERE id < ?1 ORDER BY id LIMIT ?2)`
+	// A GCRA bucket whose TAT has passed is as full as a fresh key's.
+	pruneBucketsBatchSQL = `DELETE FROM gcra_buckets WHERE key IN (SELECT key FROM gcra_buckets WHERE tat < ?1 LIMIT ?2)`
 )
 
-// Prune deletes expired counters and old audit rows in batches of
+// Prune deletes expired counters, drained GCRA buckets and old audit rows
+// in batches of
 // PruneBatch rows, one write transaction per batch, pausing between batches
 // (see yield) so that decisions are not held up by more than about one.
 //
@@ -46,11 +49,37 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.Pruned, error) {
 	var out limiter.Pruned
 	var err error
-	if out.Windows, err = s.pruneWindows(ctx, now); err != nil || auditBefore.IsZero() {
+	if out.Windows, err = s.pruneWindows(ctx, now); err != nil {
+		return out, err
+	}
+	if out.Buckets, err = s.pruneBuckets(ctx, now); err != nil || auditBefore.IsZero() {
 		return out, err
 	}
 	out.Audit, err = s.pruneAudit(ctx, auditBefore)
 	return out, err
+}
+
+// pruneBuckets deletes drained GCRA buckets, PruneBatch per transaction.
+func (s *Store) pruneBuckets(ctx context.Context, now time.Time) (int64, error) {
+	var deleted int64
+	for {
+		var n int64
+		began := time.Now()
+		err := s.write(ctx, "prune buckets", func(tx *sql.Tx, _ *handle) error {
+			res, err := tx.ExecContext(ctx, pruneBucketsBatchSQL, now.UnixNano(), PruneBatch)
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
+		deleted += n
+		if err != nil || n < PruneBatch {
+			return deleted, err
+		}
+		if err := yield(ctx, time.Since(began)); err != nil {
+			return deleted, s.wrap("prune buckets", err)
+		}
+	}
 }
 
 func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) {

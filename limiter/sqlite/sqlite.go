@@ -116,12 +116,10 @@ func (s *Store) Close() error {
 
 // handle is one open database with its prepared statements.
 type handle struct {
-	db     *sql.DB
-	file   os.FileInfo // identity of the file opened, for the moved check
-	probe  *probe      // nil for a read-only store, or where unavailable
-	upsert *sql.Stmt
-	audit  *sql.Stmt
-	usage  *sql.Stmt
+	db    *sql.DB
+	file  os.FileInfo // identity of the file opened, for the moved check
+	probe *probe      // nil for a read-only store, or where unavailable
+	stmts statements
 
 	// Guarded by Store.mu: calls in flight on the handle, and whether it
 	// has been retired, to be closed when the last of them ends.
@@ -233,7 +231,7 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 		return nil, fmt.Errorf("stat: %w", err)
 	}
 	h = &handle{db: db, file: file}
-	if err := h.prepare(ctx); err != nil {
+	if err := h.stmts.prepare(ctx, db); err != nil {
 		return nil, err
 	}
 	if !s.cfg.ReadOnly && !s.cfg.SQLiteBusyHandler {
@@ -292,24 +290,6 @@ func (s *Store) checkPragmas(ctx context.Context, db *sql.DB) error {
 	}
 	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(s.cfg.JournalMode)]; syncLevel != want {
 		return fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errJournalMode)
-	}
-	return nil
-}
-
-// prepare prepares the statements of the request path.
-func (h *handle) prepare(ctx context.Context) error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&h.upsert, upsertSQL},
-		{&h.audit, auditSQL},
-		{&h.usage, usageSQL},
-	} {
-		var err error
-		if *p.stmt, err = h.db.PrepareContext(ctx, p.sql); err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
 	}
 	return nil
 }

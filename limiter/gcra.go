@@ -1,0 +1,81 @@
+package limiter
+
+import (
+	"fmt"
+	"time"
+)
+
+// GCRA, the generic cell rate algorithm, keeps one instant per key: its
+// theoretical arrival time (TAT), when the bucket would be empty again had
+// no request come since. Requests are emitted one every T = Window/Limit;
+// the bucket holds Capacity() of them, a tolerance of tau = Capacity * T.
+// An attempt of cost c at now is allowed when
+//
+//	max(TAT, now) + c*T - now <= tau
+//
+// and then TAT becomes max(TAT, now) + c*T. A denied attempt leaves TAT as
+// it was: unlike the windows, which count every attempt, GCRA counts only
+// what it lets through, so a client that keeps knocking is let in again as
+// soon as its rate falls back under the limit. Time is in nanoseconds,
+// with no rounding beyond T's.
+
+// Emission is T, the interval at which a GCRA policy lets requests through
+// at its sustained rate: Window / Limit.
+func (p Policy) Emission() time.Duration { return p.Window / time.Duration(p.Limit) }
+
+func (p Policy) validateGCRA() []error {
+	var errs []error
+	if p.Limit > 0 && p.Window/time.Duration(p.Limit) < time.Microsecond {
+		errs = append(errs, fmt.Errorf("policy %q: a gcra limit of %d per %v lets a request through more often than every microsecond", p.Name, p.Limit, p.Window))
+	}
+	if p.Burst < 0 || p.Capacity() > MaxBurst {
+		errs = append(errs, fmt.Errorf("policy %q: burst %d is not from 1 to %d", p.Name, p.Burst, MaxBurst))
+	}
+	return errs
+}
+
+// gcraFits reports whether an attempt of cost at now fits a bucket whose
+// TAT is tat, and the TAT it leaves if it is let through.
+func (p Policy) gcraFits(now, tat time.Time, cost int64) (bool, time.Time) {
+	t := p.Emission()
+	base := tat
+	if base.Before(now) {
+		base = now
+	}
+	next := base.Add(time.Duration(cost) * t)
+	return next.Sub(now) <= time.Duration(p.Capacity())*t, next
+}
+
+// gcraUsage is where a key stands at now under a GCRA policy with TAT tat:
+// Remaining is how many requests of cost 1 would pass now, Count is the
+// rest of the bucket (Count + Remaining = Capacity), and ResetAfter is when
+// the bucket is whole again, or, with nothing left, when the next request
+// fits.
+func (p Policy) gcraUsage(key string, now, tat time.Time) Usage {
+	t := p.Emission()
+	owed := max(tat.Sub(now), 0) // what the bucket still holds back
+	room := time.Duration(p.Capacity())*t - owed
+	remaining := max(int64(room/t), 0)
+	wait := owed
+	if remaining == 0 {
+		wait = t - room // when one more emission fits
+	}
+	start := WindowStart(now, p.Window)
+	after := wholeSeconds(wait)
+	return Usage{Policy: p, Key: key, Count: p.Capacity() - remaining, Remaining: remaining,
+		WindowStart: start, Reset: now.Add(after), ResetAfter: after}
+}
+
+// gcraStanding is gcraUsage after an attempt of cost, with the bucket at
+// tat: when what is left is less than the attempt cost, ResetAfter is when
+// another attempt of that cost fits.
+func (p Policy) gcraStanding(key string, now, tat time.Time, cost int64) Usage {
+	u := p.gcraUsage(key, now, tat)
+	if u.Remaining < cost {
+		t := p.Emission()
+		fitsAt := tat.Add(time.Duration(cost)*t - time.Duration(p.Capacity())*t)
+		u.ResetAfter = wholeSeconds(fitsAt.Sub(now))
+		u.Reset = now.Add(u.ResetAfter)
+	}
+	return u
+}

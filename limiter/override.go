@@ -1,0 +1,38 @@
+package limiter
+
+import "fmt"
+
+// Override replaces a policy's limit, and for a GCRA policy its burst, for
+// one key: a customer on a bigger plan, say. It is kept in the store, so
+// every process sees it at its next decision, and survives pruning.
+type Override struct {
+	Limit int64
+	// Burst replaces a GCRA policy's burst; zero keeps the policy's (which,
+	// when the policy sets none, is the limit: the override's).
+	Burst int64
+}
+
+// Validate reports what is wrong with o as an override of p, or nil.
+func (o Override) Validate(p Policy) error {
+	switch {
+	case o.Limit < 1:
+		return fmt.Errorf("limit %d is below 1", o.Limit)
+	case o.Burst != 0 && !p.IsGCRA():
+		return fmt.Errorf("burst applies to gcra policies only; %q is %s", p.Name, p.Algorithm)
+	case o.Burst < 0 || o.Burst > MaxBurst:
+		return fmt.Errorf("burst %d is not from 1 to %d", o.Burst, MaxBurst)
+	}
+	return p.With(&o).Validate()
+}
+
+// With is p as o changes it; p itself when o is nil.
+func (p Policy) With(o *Override) Policy {
+	if o == nil {
+		return p
+	}
+	p.Limit = o.Limit
+	if o.Burst > 0 {
+		p.Burst = o.Burst
+	}
+	return p
+}

@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// The statements of the request path, one per intent. No count is read and
+// written back from Go: an upsert adds the cost and returns the new count.
+// The one read-then-write, a GCRA bucket's TAT, happens inside the
+// decision's immediate transaction, which holds the write lock from BEGIN:
+// no other writer can come between the read and the write.
+const (
+	// upsertSQL counts an attempt of cost ?3 and returns the new count in
+	// one statement: the first attempt in a window inserts its cost, later
+	// ones add theirs.
+	upsertSQL = `INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)
+VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (key, window_start) DO UPDATE SET count = count + excluded.count
+RETURNING count`
+	auditSQL = `INSERT INTO api_calls (key, window_start, called_at, route, request_id, cost)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
+	// stateSQL reads what a decision (or /status) needs of one store key
+	// besides the upsert, in one statement and so one read transaction:
+	// the counts of the windows starting at ?2 and ?3, the key's override
+	// and its GCRA bucket. Missing rows read as NULL.
+	stateSQL = `SELECT
+  (SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?2),
+  (SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?3),
+  (SELECT "limit" FROM overrides WHERE key = ?1),
+  (SELECT burst FROM overrides WHERE key = ?1),
+  (SELECT tat FROM gcra_buckets WHERE key = ?1)`
+	tatSQL = `INSERT INTO gcra_buckets (key, tat) VALUES (?1, ?2)
+ON CONFLICT (key) DO UPDATE SET tat = excluded.tat`
+)
+
+// statements are a handle's prepared statements.
+type statements struct {
+	upsert, audit, state, tat *sql.Stmt
+}
+
+// prepare prepares the statements of the request path on db.
+func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&st.upsert, upsertSQL},
+		{&st.audit, auditSQL},
+		{&st.state, stateSQL},
+		{&st.tat, tatSQL},
+	} {
+		var err error
+		if *p.stmt, err = db.PrepareContext(ctx, p.sql); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+	}
+	return nil
+}
+
+// in is st bound to tx.
+func (st *statements) in(ctx context.Context, tx *sql.Tx) *statements {
+	return &statements{
+		upsert: tx.StmtContext(ctx, st.upsert), audit: tx.StmtContext(ctx, st.audit),
+		state: tx.StmtContext(ctx, st.state), tat: tx.StmtContext(ctx, st.tat),
+	}
+}
