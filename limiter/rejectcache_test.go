@@ -128,7 +128,7 @@ func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
 	}
 	// Remembered from the denial at 200 ms; asked again at 11, 21, 31, 41
 	// and 51 s.
-	if want := int(time.Minute / limiter.MaxRemembered) - 1; stored != want {
+	if want := int(time.Minute/limiter.MaxRemembered) - 1; stored != want {
 		t.Errorf("the store decided %d of the 59 attempts, want %d: one every %v", stored, want, limiter.MaxRemembered)
 	}
 	if u, _ := store.Usage(ctx, minute, "k", t0); u.Count != int64(3+stored) {
