@@ -73,7 +73,13 @@ func (p Policy) gcraStanding(key string, now, tat time.Time, cost int64) Usage {
 	u := p.gcraUsage(key, now, tat)
 	if u.Remaining < cost {
 		t := p.Emission()
-		fitsAt := tat.Add(time.Duration(cost)*t - time.Duration(p.Capacity())*t)
+		base := tat
+		if base.Before(now) {
+			base = now
+		}
+		// A cost beyond the burst never fits; it is told the wait of a
+		// bucket that is whole.
+		fitsAt := base.Add(time.Duration(cost)*t - time.Duration(p.Capacity())*t)
 		u.ResetAfter = wholeSeconds(fitsAt.Sub(now))
 		u.Reset = now.Add(u.ResetAfter)
 	}

@@ -102,7 +102,7 @@ func TestConformance(t *testing.T) {
 					}
 					var audit []storetest.Audit
 					for _, it := range q.Items {
-						audit = append(audit, storetest.Audit{CalledAt: s(it["called_at"]), Route: s(it["route"]), RequestID: s(it["request_id"])})
+						audit = append(audit, storetest.Audit{CalledAt: s(it["called_at"]), Route: s(it["route"]), RequestID: s(it["request_id"]), Cost: n(it["cost"])})
 					}
 					return n(got.Item["count"]), audit
 				},

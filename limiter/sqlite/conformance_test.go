@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 					if err != nil && !errors.Is(err, sql.ErrNoRows) {
 						t.Fatal(err)
 					}
-					rows, err := db.Query(`SELECT called_at, route, request_id FROM api_calls WHERE key = ? AND window_start = ? ORDER BY id`, key, window)
+					rows, err := db.Query(`SELECT called_at, route, request_id, cost FROM api_calls WHERE key = ? AND window_start = ? ORDER BY id`, key, window)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 					var audit []storetest.Audit
 					for rows.Next() {
 						var a storetest.Audit
-						if err := rows.Scan(&a.CalledAt, &a.Route, &a.RequestID); err != nil {
+						if err := rows.Scan(&a.CalledAt, &a.Route, &a.RequestID, &a.Cost); err != nil {
 							t.Fatal(err)
 						}
 						audit = append(audit, a)

@@ -45,6 +45,7 @@ type Audit struct {
 	CalledAt  string // YYYY-MM-DDTHH:MM:SS.sssZ
 	Route     string
 	RequestID string
+	Cost      int64
 }
 
 // t0 is 2026-01-01T00:00:00Z, the start of a window of any length that
@@ -67,6 +68,16 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FixedLetsTwiceTheLimitAcrossAnEdgeSlidingDoesNot", func(t *testing.T) { slidingEdge(t, h) })
 	t.Run("SlidingUsage", func(t *testing.T) { slidingUsage(t, h) })
 	t.Run("ShadowPoliciesNeverReject", func(t *testing.T) { shadowNeverRejects(t, h) })
+	t.Run("CostsCountAsManyRequests", func(t *testing.T) { costs(t, h) })
+	t.Run("SlidingWeighsCosts", func(t *testing.T) { slidingCosts(t, h) })
+	t.Run("GCRABurstThenOneEveryEmission", func(t *testing.T) { gcraBurst(t, h) })
+	t.Run("GCRASpacedByTheEmissionNeverFails", func(t *testing.T) { gcraSpaced(t, h) })
+	t.Run("GCRACostsConsumeEmissions", func(t *testing.T) { gcraCosts(t, h) })
+	t.Run("GCRADeniedAttemptsLeaveTheBucket", func(t *testing.T) { gcraDenied(t, h) })
+	t.Run("GCRAUnderConcurrencyNeverOverAdmits", func(t *testing.T) { gcraConcurrent(t, h) })
+	t.Run("OverridesChangeTheNextDecisionEverywhere", func(t *testing.T) { overrides(t, h) })
+	t.Run("OverridesSurvivePruning", func(t *testing.T) { overridesSurvive(t, h) })
+	t.Run("ResetForgetsTheCurrentCounts", func(t *testing.T) { reset(t, h) })
 }
 
 // One is an attempt under a single policy, at now.
@@ -252,9 +263,9 @@ func countsEveryAttempt(t *testing.T, h Harness) {
 		t.Errorf("stored count %d, want 5: every attempt counts", count)
 	}
 	want := []Audit{
-		{"2026-01-01T00:00:45.000Z", "GET /ping", "req-1"},
-		{"2026-01-01T00:00:45.000Z", "GET /ping", "req-2"},
-		{"2026-01-01T00:00:45.000Z", "GET /ping", "req-3"},
+		{"2026-01-01T00:00:45.000Z", "GET /ping", "req-1", 1},
+		{"2026-01-01T00:00:45.000Z", "GET /ping", "req-2", 1},
+		{"2026-01-01T00:00:45.000Z", "GET /ping", "req-3", 1},
 	}
 	if fmt.Sprint(audit) != fmt.Sprint(want) {
 		t.Errorf("audit records %v, want one per allowed attempt: %v", audit, want)

@@ -1,0 +1,140 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// overrides: an override set through one handle changes the next decision
+// through another (another process), is what Usage reports, and once
+// deleted, the key is back to the policy's limit. A GCRA override changes
+// the burst too.
+func overrides(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	other := in.Another(t)
+	p := limiter.Policy{Name: "api", Limit: 2, Window: time.Hour, Namespace: "api"}
+	for i := range 3 {
+		allow(t, other, p, "premium_1", t0, fmt.Sprint(i)) // 2 allowed, 1 denied
+	}
+	before, err := in.Store.SetOverride(ctx, p, "premium_1", limiter.Override{Limit: 5})
+	if err != nil || before != nil {
+		t.Fatalf("set override = %v, %v; want no previous one", before, err)
+	}
+	if o, err := other.Override(ctx, p, "premium_1"); err != nil || o == nil || o.Limit != 5 {
+		t.Fatalf("override read elsewhere = %+v, %v", o, err)
+	}
+	if d := allow(t, other, p, "premium_1", t0, "after"); !d.Allowed || d.Policy.Limit != 5 || d.Remaining != 1 {
+		t.Errorf("the next decision elsewhere: %+v, want allowed under the limit of 5 with 1 left (4 counted)", d)
+	}
+	if u, err := other.Usage(ctx, p, "premium_1", t0); err != nil || u.Policy.Limit != 5 {
+		t.Errorf("usage = %+v, %v; want the effective limit 5", u, err)
+	}
+	if d := allow(t, other, p, "someone_else", t0, "x"); d.Policy.Limit != 2 {
+		t.Errorf("another key's limit %d, want the policy's 2", d.Policy.Limit)
+	}
+	before, err = in.Store.SetOverride(ctx, p, "premium_1", limiter.Override{Limit: 10})
+	if err != nil || before == nil || before.Limit != 5 {
+		t.Errorf("replacing it returned %+v, %v; want the previous limit 5", before, err)
+	}
+	if before, err := in.Store.DeleteOverride(ctx, p, "premium_1"); err != nil || before == nil || before.Limit != 10 {
+		t.Errorf("delete = %+v, %v; want the deleted limit 10", before, err)
+	}
+	if d := allow(t, other, p, "premium_1", t0, "deleted"); d.Allowed || d.Policy.Limit != 2 {
+		t.Errorf("after the delete: %+v, want denied under the policy's 2", d)
+	}
+	if before, err := in.Store.DeleteOverride(ctx, p, "premium_1"); err != nil || before != nil {
+		t.Errorf("deleting again = %+v, %v; want nothing, no error", before, err)
+	}
+	if o, err := in.Store.Override(ctx, p, "premium_1"); err != nil || o != nil {
+		t.Errorf("read after delete = %+v, %v; want none", o, err)
+	}
+	// GCRA: limit and burst.
+	if _, err := in.Store.SetOverride(ctx, gcra, "vip", limiter.Override{Limit: 100, Burst: 8}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if d := allow(t, other, gcra, "vip", t0, fmt.Sprint("v", i)); !d.Allowed || d.Policy.Capacity() != 8 {
+			t.Fatalf("vip burst %d: %+v, want allowed with a burst of 8", i+1, d)
+		}
+	}
+	if d := allow(t, other, gcra, "vip", t0, "v9"); d.Allowed || d.ResetAfter != time.Second {
+		t.Errorf("past the vip burst: %+v, want denied, retry after 1s (T = 10s / 100, rounded up)", d)
+	}
+	if _, err := in.Store.SetOverride(ctx, p, "x", limiter.Override{Limit: 5, Burst: 3}); err == nil {
+		t.Error("a burst for a fixed-window policy was accepted")
+	}
+}
+
+// overridesSurvive: pruning forgets expired counters, never overrides.
+func overridesSurvive(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	p := limiter.Policy{Name: "api", Limit: 2, Window: time.Minute, Namespace: "api"}
+	if _, err := in.Store.SetOverride(ctx, p, "k", limiter.Override{Limit: 7}); err != nil {
+		t.Fatal(err)
+	}
+	allow(t, in.Store, p, "k", t0, "1")
+	if _, err := in.Store.SetOverride(ctx, gcra, "g", limiter.Override{Limit: 20}); err != nil {
+		t.Fatal(err)
+	}
+	allow(t, in.Store, gcra, "g", t0, "2")
+	in.Expire(t, t0.Add(24*time.Hour), t0.Add(24*time.Hour))
+	if count, _ := in.Stored(t, p, "k", t0); count != 0 {
+		t.Errorf("expired counter kept: %d", count)
+	}
+	for _, c := range []struct {
+		p     limiter.Policy
+		key   string
+		limit int64
+	}{{p, "k", 7}, {gcra, "g", 20}} {
+		if o, err := in.Store.Override(ctx, c.p, c.key); err != nil || o == nil || o.Limit != c.limit {
+			t.Errorf("%s override after pruning = %+v, %v; want limit %d", c.p.Name, o, err, c.limit)
+		}
+	}
+}
+
+// reset: resetting a key forgets its current (and previous) window's
+// counts, or its GCRA bucket, so its next attempt passes as a fresh key's;
+// the audit records stay.
+func reset(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	p := limiter.Policy{Name: "api", Limit: 2, Window: time.Minute, Namespace: "api", Algorithm: limiter.Sliding}
+	now := t0.Add(70 * time.Second)
+	for i := range 3 {
+		allow(t, in.Store, p, "k", t0.Add(30*time.Second), fmt.Sprint("prev", i)) // the previous window: full
+		allow(t, in.Store, p, "k", now, fmt.Sprint("cur", i))
+	}
+	if d := allow(t, in.Store, p, "k", now, "before"); d.Allowed {
+		t.Fatalf("before the reset: %+v, want denied", d)
+	}
+	if err := in.Store.Reset(ctx, p, "k", now); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := in.Store.Usage(ctx, p, "k", now); err != nil || u.Count != 0 {
+		t.Errorf("usage after reset = %+v, %v; want count 0", u, err)
+	}
+	if d := allow(t, in.Store, p, "k", now, "after"); !d.Allowed || d.Count != 1 {
+		t.Errorf("after the reset: %+v, want allowed as a fresh key's first", d)
+	}
+	if _, audit := in.Stored(t, p, "k", t0); len(audit) != 2 {
+		t.Errorf("%d audit records of the previous window, want its 2: a reset keeps them", len(audit))
+	}
+	// GCRA.
+	for i := range 5 {
+		allow(t, in.Store, gcra, "g", t0, fmt.Sprint("g", i))
+	}
+	if err := in.Store.Reset(ctx, gcra, "g", t0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if d := allow(t, in.Store, gcra, "g", t0, fmt.Sprint("again", i)); !d.Allowed {
+			t.Errorf("after the reset, burst attempt %d: %+v, want allowed", i+1, d)
+		}
+	}
+}
