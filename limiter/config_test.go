@@ -133,8 +133,8 @@ func TestConfigPolicies(t *testing.T) {
 		t.Errorf("SHADOW=on left the default policy enforcing")
 	}
 	_, err = limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":0,"window":"1s"},{"name":"a","limit":1,"window":"31d"},
-		{"name":"Bad Name","limit":1,"window":"1s","algorithm":"leaky","key":"x-forwarded-for","routes":["/status"]},{"name":"b","limit":1,"window":"soon"}]`}))
-	for _, want := range []string{"limit 0 is below 1", "named twice", `window "31d"`, "names are lower-case", "algorithm \"leaky\"", "key:", "route \"/status\"", `"soon" is not a duration`} {
+		{"name":"Bad Name","limit":1,"window":"1s","algorithm":"leaky","key":"x-forwarded-for","routes":[" "]},{"name":"b","limit":1,"window":"soon"}]`}))
+	for _, want := range []string{"limit 0 is below 1", "named twice", `window "31d"`, "names are lower-case", "algorithm \"leaky\"", "key:", "a route is empty", `"soon" is not a duration`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("POLICIES error does not say %q: %v", want, err)
 		}
@@ -173,13 +173,14 @@ func TestConfigPoliciesProblemsInTheirTerms(t *testing.T) {
 		`[{"name":"a","limit":1,"window":"1s"}] junk`: {"invalid JSON at byte 40"},
 		`{"name":"ping"}`: {"found object; POLICIES is a JSON array"},
 		`[{"name":"a","limit":"3","window":"1s"},{"name":"b","limit":3},{"name":"c","limit":1,"window":"1s","routes":[]},` +
-			`{"name":"d","limit":1,"window":"1s","burst":2},[1],{"name":"e","limit":1.5,"window":"1s"}]`: {
+			`{"name":"d","limit":1,"window":"1s","burst":2},[1],{"name":"e","limit":1.5,"window":"1s"},{"name":"f","limit":1,"window":"1s","bucket":2}]`: {
 			`policy 1: "limit" must be a whole number, not string`,
 			`policy "b": window is required`,
 			`policy "c": routes is empty`,
-			`policy 4: unknown member "burst"`,
+			`policy "d": burst applies to the gcra algorithm only`,
 			`policy 5: found array where a policy object belongs`,
 			`policy 6: "limit" must be a whole number, not number 1.5`,
+			`policy 7: unknown member "bucket"`,
 		},
 	} {
 		_, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": v}))
@@ -190,6 +191,31 @@ func TestConfigPoliciesProblemsInTheirTerms(t *testing.T) {
 		}
 		if err != nil && (strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "ruleJSON")) {
 			t.Errorf("POLICIES=%s: error speaks of Go types: %v", v, err)
+		}
+	}
+}
+
+// TestConfigGCRAAndCosts: POLICIES names the GCRA algorithm with its burst,
+// and what a request under a policy costs; both are checked.
+func TestConfigGCRAAndCosts(t *testing.T) {
+	c, err := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[
+		{"name":"tokens","limit":100,"window":"1m","algorithm":"gcra","burst":20,"routes":["GET /orders/{id}"]},
+		{"name":"uploads","limit":100,"window":"1h","routes":["POST /upload"],"cost":5}]`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Rules[0]; r.Policy.Algorithm != limiter.GCRA || r.Policy.Burst != 20 || r.Policy.Capacity() != 20 || r.Routes[0] != "GET /orders/{id}" {
+		t.Errorf("gcra rule = %+v", r)
+	}
+	if r := c.Rules[1]; r.Cost != 5 || r.Policy.Algorithm.String() != "fixed" {
+		t.Errorf("cost rule = %+v", r)
+	}
+	_, err = limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[
+		{"name":"a","limit":10,"window":"1m","cost":0},{"name":"b","limit":10,"window":"1m","cost":11},
+		{"name":"c","limit":10,"window":"1m","algorithm":"gcra","burst":0},{"name":"d","limit":10,"window":"1m","burst":3}]`}))
+	for _, want := range []string{`policy "a": cost 0`, `policy "b": cost 11`, `policy "c": burst 0 is below 1`, `policy "d": burst applies to the gcra algorithm only`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
 		}
 	}
 }

@@ -10,8 +10,11 @@ import (
 // ConfigFromEnv reads the configuration every host shares from the
 // environment, through getenv (os.Getenv in main). DB_PATH is required with
 // the SQLite store, TABLE_NAME with DynamoDB. Every problem is reported in
-// one *ConfigError, one line each, named by its variable.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
+// one *ConfigError, one line each, named by its variable. A host that
+// knows more than the domain does (the HTTP layer, which checks route
+// patterns) adds its own checks, run on what was read, whose problems are
+// listed with the others.
+func ConfigFromEnv(getenv func(string) string, checks ...func(Config) []error) (Config, error) {
 	e := &env{getenv: getenv}
 	c := Config{
 		FailMode:         e.failMode(),
@@ -21,6 +24,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		MetricsNamespace: e.metricsNamespace(),
 	}
 	c.Rules = e.rules()
+	for _, check := range checks {
+		e.problems = append(e.problems, check(c)...)
+	}
 	if len(e.problems) > 0 {
 		return Config{}, &ConfigError{Problems: e.problems}
 	}

@@ -20,12 +20,18 @@ const DefaultPolicyName = "ping"
 // one rate-limited route.
 const DefaultRoute = "/ping"
 
-// Rule is a policy and where it applies: the routes it limits and how each
-// request's key is found.
+// Rule is a policy and where it applies: the routes it limits, how each
+// request's key is found, and what a request costs.
 type Rule struct {
 	Policy    Policy
 	KeySource KeySource
-	Routes    []string
+	// Routes are Go 1.22 http.ServeMux patterns ("GET /orders/{id}",
+	// "POST /upload", "/api/"): a request one of them matches is counted
+	// under the policy. Checking them is the HTTP layer's part
+	// (httpapi.CheckRoutes): the domain knows no HTTP.
+	Routes []string
+	// Cost is what each request counts as; zero means 1.
+	Cost int64
 }
 
 // ruleJSON is one element of POLICIES.
@@ -34,19 +40,22 @@ type ruleJSON struct {
 	Limit     int64    `json:"limit"`
 	Window    string   `json:"window"`
 	Algorithm string   `json:"algorithm"`
+	Burst     *int64   `json:"burst"`
 	Key       string   `json:"key"`
 	Routes    []string `json:"routes"`
+	Cost      *int64   `json:"cost"`
 	Shadow    bool     `json:"shadow"`
 }
 
-// ParseRules reads POLICIES: a JSON array of
-// {"name", "limit", "window", "algorithm", "key", "routes", "shadow"}.
-// window is a duration ("60s", "24h") or days ("30d"); algorithm is fixed
-// (default) or sliding; key a CLIENT_KEY_SOURCE (default: defaultKey);
-// routes default to [DefaultRoute]. A policy named DefaultPolicyName keeps
-// the seed's counters, under the client key exactly; the others' are
-// namespaced by their names. Every problem is reported, in the JSON's
-// terms.
+// ParseRules reads POLICIES: a JSON array of {"name", "limit", "window",
+// "algorithm", "burst", "key", "routes", "cost", "shadow"}. window is a
+// duration ("60s", "24h") or days ("30d"); algorithm is fixed (default),
+// sliding or gcra, and burst, for gcra only, how many may pass at once
+// (default: limit); key a CLIENT_KEY_SOURCE (default: defaultKey); routes
+// are ServeMux patterns, default [DefaultRoute]; cost what each request
+// counts as, default 1. A policy named DefaultPolicyName keeps the seed's
+// counters, under the client key exactly; the others' are namespaced by
+// their names. Every problem is reported, in the JSON's terms.
 func ParseRules(v string, defaultKey KeySource) ([]Rule, error) {
 	var elems []json.RawMessage
 	if err := json.Unmarshal([]byte(v), &elems); err != nil {
@@ -91,6 +100,18 @@ func (r ruleJSON) rule(defaultKey KeySource) (Rule, []error) {
 	if p.Name != DefaultPolicyName {
 		p.Namespace = p.Name
 	}
+	if r.Burst != nil {
+		if p.Burst = *r.Burst; p.Burst < 1 {
+			bad("burst %d is below 1", p.Burst)
+			p.Burst = 1 // reported; check the rest
+		}
+	}
+	var cost int64 // zero: 1
+	if r.Cost != nil {
+		if cost = *r.Cost; cost < 1 || cost > max(p.Limit, p.Capacity()) {
+			bad("cost %d is not from 1 to the limit, %d", cost, max(p.Limit, p.Capacity()))
+		}
+	}
 	switch w, err := parseSpan(r.Window); {
 	case r.Window == "":
 		bad(`window is required, e.g. "60s" or "1d"`)
@@ -119,11 +140,11 @@ func (r ruleJSON) rule(defaultKey KeySource) (Rule, []error) {
 		routes = []string{DefaultRoute}
 	}
 	for _, route := range routes {
-		if route != DefaultRoute {
-			bad("route %q is not one of %v", route, []string{DefaultRoute})
+		if strings.TrimSpace(route) == "" {
+			bad("a route is empty")
 		}
 	}
-	return Rule{Policy: p, KeySource: ks, Routes: slices.Clone(routes)}, errs
+	return Rule{Policy: p, KeySource: ks, Routes: slices.Clone(routes), Cost: cost}, errs
 }
 
 // jsonProblem says what is wrong with a POLICIES value in its terms, not
@@ -145,7 +166,7 @@ func jsonProblem(err error) string {
 		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return "unknown member " + f + "; members are name, limit, window, algorithm, key, routes, shadow"
+		return "unknown member " + f + "; members are name, limit, window, algorithm, burst, key, routes, cost, shadow"
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }

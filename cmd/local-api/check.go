@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
 )
 
 // checkConfig reads the configuration as the server would and prints the
@@ -23,7 +24,7 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 	if getenv("POLICIES") != "" && (getenv("RATE_LIMIT") != "" || getenv("WINDOW_SECONDS") != "") {
 		fmt.Fprintln(out, "(POLICIES replaces RATE_LIMIT and WINDOW_SECONDS, which are ignored)")
 	}
-	_, err = limiter.ConfigFromEnv(func(k string) string {
+	_, err = httpapi.ConfigFromEnv(func(k string) string {
 		if v := getenv(k); v != "" || k != "DB_PATH" {
 			return v
 		}
@@ -55,13 +56,20 @@ func describeConfig(w io.Writer, c config) {
 	}
 }
 
-// describe says what a rule limits.
+// describe says what a rule limits, and which route patterns it guards.
 func describe(r limiter.Rule) string {
 	p, shadow := r.Policy, ""
+	kind := p.Algorithm.String() + " window"
+	if p.IsGCRA() {
+		kind = fmt.Sprintf("gcra, burst %d", p.Capacity())
+	}
+	if r.Cost > 1 {
+		kind += fmt.Sprintf(", cost %d", r.Cost)
+	}
 	if p.Shadow {
 		shadow = " shadow"
 	}
-	return fmt.Sprintf("%s: %d per %v, %s window, key %s, routes %v%s", p.Name, p.Limit, p.Window, p.Algorithm, r.KeySource, r.Routes, shadow)
+	return fmt.Sprintf("%s: %d per %v, %s, key %s, routes %v%s", p.Name, p.Limit, p.Window, kind, r.KeySource, r.Routes, shadow)
 }
 
 func retention(s limiter.StoreConfig) string {

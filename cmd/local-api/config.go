@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
 )
 
 // The local server's own settings and defaults. The rest of its
@@ -35,7 +36,7 @@ type config struct {
 // own, so the functions refuse it). Every problem is reported at once.
 func readConfig(getenv func(string) string) (config, error) {
 	wal := strings.EqualFold(getenv("JOURNAL_MODE"), "WAL")
-	lc, err := limiter.ConfigFromEnv(func(k string) string {
+	lc, err := httpapi.ConfigFromEnv(func(k string) string {
 		v := getenv(k)
 		switch {
 		case k == "JOURNAL_MODE" && wal:

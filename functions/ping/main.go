@@ -1,5 +1,6 @@
-// Command ping is the Lambda function behind GET /ping: it counts the
-// caller's attempt and answers 200, or 429 once the key is over its limit.
+// Command ping is the Lambda function behind GET /ping and POST /check: it
+// counts an attempt and decides it, answering /ping 200, or 429 once the
+// key is over its limit, and /check with the decision as data.
 package main
 
 import (
@@ -8,7 +9,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/stores"
@@ -16,7 +16,7 @@ import (
 
 func main() {
 	log := awslambda.Logger()
-	cfg, err := limiter.ConfigFromEnv(os.Getenv)
+	cfg, err := httpapi.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		awslambda.Fatal(log, "configuration", err)
 	}
@@ -26,6 +26,6 @@ func main() {
 	}
 	// Metrics go to stdout as EMF lines, which CloudWatch Logs ingests.
 	opts := httpapi.FromConfig(cfg, store, os.Stdout)
-	opts.Routes, opts.Caller, opts.Logger = []string{httpapi.RoutePing}, awslambda.Caller, log
+	opts.Routes, opts.Caller, opts.Logger = []string{httpapi.RoutePing, httpapi.RouteCheck}, awslambda.Caller, log
 	lambda.StartWithOptions(awslambda.HTTP(httpapi.New(opts)), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

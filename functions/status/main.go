@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/stores"
@@ -16,7 +15,7 @@ import (
 
 func main() {
 	log := awslambda.Logger()
-	cfg, err := limiter.ConfigFromEnv(os.Getenv)
+	cfg, err := httpapi.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		awslambda.Fatal(log, "configuration", err)
 	}

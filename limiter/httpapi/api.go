@@ -1,7 +1,15 @@
-// Package httpapi is the HTTP contract of the rate limiter: GET /ping, limited
-// per client key, and GET /status, which reads a key's counter. The same
-// handler serves the Lambda functions (through the API Gateway proxy, see
-// limiter/awslambda) and the local server, so both answer alike.
+// Package httpapi is the HTTP contract of the rate limiter, and what lets
+// it guard any other HTTP handler.
+//
+// The API (New) serves GET /ping, limited per client key, GET /status,
+// which reads a key's counters, POST /check, a decision for any service
+// in any language, and, when enabled, the admin routes under /admin/. The
+// same handler serves the Lambda functions (through the API Gateway proxy,
+// see limiter/awslambda) and the local server, so both answer alike.
+//
+// Middleware wraps any http.Handler: the requests its policies' routes
+// match are counted and decided as /ping's are, with the same headers and
+// the same 429, and only allowed ones reach the handler.
 //
 // Every error is answered with RFC 9457 Problem Details, written in one place
 // (writeError); no request path panics or leaks internals, and a panic that
@@ -9,14 +17,11 @@
 package httpapi
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"slices"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
@@ -26,6 +31,8 @@ import (
 const (
 	RoutePing   = limiter.DefaultRoute
 	RouteStatus = "/status"
+	RouteCheck  = "/check"
+	RouteAdmin  = "/admin/"
 )
 
 // Metrics records what the API decides; *metrics.EMF writes it as
@@ -41,18 +48,35 @@ type Metrics interface {
 
 var _ Metrics = (*metrics.EMF)(nil)
 
-// Options configure an API.
+// A KeyFunc finds a request's client key for a policy, for Go callers whose
+// key is not a header, the source IP or a claim (a session, an API key
+// looked up in a database). An error that is a *Problem is answered as
+// it is; any other is a 400 invalid-client-key problem.
+type KeyFunc func(*http.Request) (string, error)
+
+// A CostFunc says what a request costs under a policy (the size of an
+// upload, the number of items in a batch), at least 1. An error is
+// answered as a KeyFunc's is.
+type CostFunc func(*http.Request) (int64, error)
+
+// Options configure an API or a Middleware.
 type Options struct {
 	Store limiter.Store
-	// Rules are the policies that apply to requests, and how each finds
-	// its key; at least one must apply to /ping.
+	// Rules are the policies that apply to requests: which routes each
+	// guards (ServeMux patterns), how it finds its key, what a request
+	// costs.
 	Rules []limiter.Rule
-	// Metrics receives what the API decides; nil records nothing.
+	// Keys and Costs, by policy name, find a policy's key and cost with a
+	// function of the request instead of its KeySource and Cost.
+	Keys  map[string]KeyFunc
+	Costs map[string]CostFunc
+	// Metrics receives what is decided; nil records nothing.
 	Metrics Metrics
-	// FailMode says what /ping answers when the store fails.
+	// FailMode says what a request gets when the store fails.
 	FailMode limiter.FailMode
-	// Routes lists the routes to serve (RoutePing, RouteStatus); others
-	// answer 404. Empty means all.
+	// Routes lists the API's routes to serve (RoutePing, RouteStatus,
+	// RouteCheck, RouteAdmin); others answer 404. Empty means /ping,
+	// /status and /check: the admin routes are served only when named.
 	Routes []string
 	// Now reads the clock, once per request. Defaults to time.Now.
 	Now func() time.Time
@@ -63,205 +87,105 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// API serves the rate-limited routes.
+// API serves the rate limiter's routes.
 type API struct {
-	opts      Options
-	routes    map[string]func(*request) error
-	pingRules []limiter.Rule // the rules that apply to /ping, in order
+	*engine
+	routes map[string]route
+	admin  http.Handler // nil unless RouteAdmin is served
+	// pingRules guard GET /ping; checkRules are POST /check's default.
+	pingRules, checkRules []*rule
 }
 
-// New returns the API described by opts. It panics if a policy is invalid,
-// none applies to /ping, or a route is unknown: all are fixed in main, not
-// at run time.
+// route is one of the API's routes: the method it takes and its handler.
+type route struct {
+	method string
+	handle func(*request) error
+}
+
+// New returns the API described by opts. It panics if the options are
+// invalid (a policy, a route pattern, a key or cost function naming no
+// policy, an unknown route): they are fixed in main, and the configuration
+// that feeds them was checked at start (ConfigFromEnv).
 func New(opts Options) *API {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	e, err := newEngine(opts)
+	if err != nil {
+		panic("httpapi: " + err.Error())
 	}
-	if opts.Caller == nil {
-		opts.Caller = localCaller
+	if len(e.opts.Routes) == 0 {
+		e.opts.Routes = []string{RoutePing, RouteStatus, RouteCheck}
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if len(opts.Routes) == 0 {
-		opts.Routes = []string{RoutePing, RouteStatus}
-	}
-	a := &API{opts: opts, routes: map[string]func(*request) error{}}
-	// A bad policy or route is a programming error in main, found at start.
-	for _, r := range opts.Rules {
-		if err := r.Policy.Validate(); err != nil {
-			panic("httpapi: " + err.Error())
-		}
-		if slices.Contains(r.Routes, RoutePing) {
-			a.pingRules = append(a.pingRules, r)
-		}
-	}
-	if len(a.pingRules) == 0 {
-		panic("httpapi: no policy applies to " + RoutePing)
-	}
-	for _, route := range opts.Routes {
-		switch route {
+	a := &API{engine: e, routes: map[string]route{},
+		pingRules: e.matchingRoute(http.MethodGet, RoutePing), checkRules: e.matchingRoute(http.MethodPost, RouteCheck)}
+	for _, name := range e.opts.Routes {
+		switch name {
 		case RoutePing:
-			a.routes[route] = a.ping
+			a.routes[name] = route{http.MethodGet, a.ping}
 		case RouteStatus:
-			a.routes[route] = a.status
+			a.routes[name] = route{http.MethodGet, a.status}
+		case RouteCheck:
+			a.routes[name] = route{http.MethodPost, a.check}
+		case RouteAdmin:
+			a.admin = a.adminRoutes()
 		default:
-			panic("httpapi: unknown route " + route)
+			panic("httpapi: unknown route " + name)
 		}
 	}
 	return a
 }
 
-// request is one request in flight, with what its log line reports.
-type request struct {
-	w      *recorder
-	r      *http.Request
-	caller Caller
-	now    time.Time
-	status int
-
-	key        string
-	decision   string // allowed, rejected, read, degraded, or empty
-	count      int64
-	fromMemory bool             // a rejection made without the store (limiter.RejectCache)
-	outcome    *limiter.Outcome // every policy's decision, when the store answered
-	err        error            // the store's error, logged but never sent
-	// shadowSkipped names the shadow policies left out of the request
-	// because they could not find their key in it.
-	shadowSkipped []string
-}
-
 // ServeHTTP routes the request, answers errors with Problem Details, and
 // logs one line.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	req := &request{w: &recorder{ResponseWriter: w}, r: r, caller: a.opts.Caller(r), now: a.opts.Now()}
-	if req.caller.RequestID == "" {
-		req.caller.RequestID = newRequestID()
+	req := a.begin(w, r)
+	defer a.finish(req)
+	if a.admin != nil && strings.HasPrefix(r.URL.Path, RouteAdmin) {
+		req.serve(a.admin)
+		return
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			a.opts.Logger.Error("panic", "panic", v, "stack", string(debug.Stack()))
-			if !req.w.wrote { // else the client already has its answer
-				req.fail(nil)
-			}
-		}
-		a.log(req, time.Since(start))
-	}()
-
-	handle, ok := a.routes[r.URL.Path]
+	rt, ok := a.routes[r.URL.Path]
 	var err error
 	switch {
 	case !ok:
-		err = problem(http.StatusNotFound, TypeBlank, "No route for "+truncate(r.URL.Path, 200)+".")
-	case r.Method != http.MethodGet:
-		p := problem(http.StatusMethodNotAllowed, TypeBlank, r.URL.Path+" accepts GET only.")
-		p.header.Set("Allow", http.MethodGet)
+		err = notFound(r)
+	case r.Method != rt.method:
+		p := problem(http.StatusMethodNotAllowed, TypeBlank, r.URL.Path+" accepts "+rt.method+" only.")
+		p.header.Set("Allow", rt.method)
 		err = p
 	default:
-		err = handle(req)
+		err = rt.handle(req)
 	}
 	if err != nil {
 		req.fail(err)
 	}
 }
 
-// fail answers with the problem err describes.
-func (req *request) fail(err error) {
-	req.status = writeError(req.w, req.r, err)
+func notFound(r *http.Request) *Problem {
+	return problem(http.StatusNotFound, TypeBlank, "No route for "+truncate(r.URL.Path, 200)+".")
 }
 
-// ok answers 200 with v as JSON.
-func (req *request) ok(v any) error {
-	req.status = http.StatusOK
-	writeJSON(req.w, "application/json", http.StatusOK, v)
-	return nil
+// begin starts a request's bookkeeping: its instant, read once, and what
+// the platform knows of it.
+func (e *engine) begin(w http.ResponseWriter, r *http.Request) *request {
+	req := &request{w: &recorder{ResponseWriter: w}, r: r, caller: e.opts.Caller(r), now: e.opts.Now(), start: time.Now()}
+	if req.caller.RequestID == "" {
+		req.caller.RequestID = newRequestID()
+	}
+	return req
 }
 
-func (a *API) log(req *request, latency time.Duration) {
-	attrs := []slog.Attr{
-		slog.String("method", req.r.Method),
-		slog.String("path", req.r.URL.Path),
-		slog.Int("status", req.status),
-		slog.String("key", req.key),
-		slog.String("decision", req.decision),
-		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
-		slog.String("request_id", req.caller.RequestID),
-	}
-	switch req.decision { // the count is known only when the store answered
-	case "allowed", "rejected", "read":
-		attrs = append(attrs, slog.Int64("count", req.count))
-	}
-	if req.fromMemory {
-		attrs = append(attrs, slog.Bool("from_memory", true))
-	}
-	if o := req.outcome; o != nil {
-		var shadow []string
-		ps := make([]any, len(o.Decisions))
-		for i, d := range o.Decisions {
-			ps[i] = map[string]any{"name": d.Policy.Name, "decision": decisionName(d), "count": d.Count}
-			if decisionName(d) == metrics.ShadowRejected {
-				shadow = append(shadow, d.Policy.Name)
-			}
+// finish recovers a panic into a 500 problem (unless the answer was already
+// on its way) and logs the request's line. http.ErrAbortHandler, a
+// handler's way to abort its response on purpose, is passed on.
+func (e *engine) finish(req *request) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			e.log(req)
+			panic(v)
 		}
-		if len(ps) > 1 {
-			attrs = append(attrs, slog.Any("policies", ps))
-		}
-		if len(shadow) > 0 {
-			attrs = append(attrs, slog.Any("shadow_rejected", shadow))
+		e.opts.Logger.Error("panic", "panic", v, "stack", string(debug.Stack()))
+		if !req.w.wrote {
+			req.fail(nil)
 		}
 	}
-	if len(req.shadowSkipped) > 0 {
-		attrs = append(attrs, slog.Any("shadow_skipped", req.shadowSkipped))
-	}
-	if req.caller.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))
-	}
-	level := slog.LevelInfo
-	if req.err != nil {
-		// A fault that will not clear by itself (a corrupt file, a newer
-		// schema) needs an operator: ERROR, where a busy lock is a WARN.
-		fault := limiter.FaultOf(req.err)
-		level = slog.LevelWarn
-		if !fault.Transient() {
-			level = slog.LevelError
-		}
-		attrs = append(attrs, slog.String("error", req.err.Error()), slog.String("fault", string(fault)))
-	}
-	a.opts.Logger.LogAttrs(req.r.Context(), level, "request", attrs...)
-}
-
-// recorder notes whether a response has been started, so that a panic
-// after it does not write a second one.
-type recorder struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (w *recorder) WriteHeader(status int) {
-	w.wrote = true
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *recorder) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(b)
-}
-
-// newRequestID makes an id for requests that arrive without one.
-func newRequestID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	e.log(req)
 }

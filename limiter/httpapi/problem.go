@@ -19,6 +19,7 @@ const (
 	TypeStoreUnavailable = "urn:ratelimit:problem:store-unavailable"
 	TypeInvalidKey       = "urn:ratelimit:problem:invalid-client-key"
 	TypeInvalidQuery     = "urn:ratelimit:problem:invalid-query"
+	TypeInvalidRequest   = "urn:ratelimit:problem:invalid-request"
 	TypeUnauthenticated  = "urn:ratelimit:problem:unauthenticated"
 	TypeBlank            = "about:blank"
 )
@@ -107,8 +108,8 @@ func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Sec
 // writeError answers a request with the problem err describes. It is the one
 // place where errors become responses: a *Problem is written as is, and
 // anything else, which only a bug can produce, becomes a 500 whose detail
-// says nothing about internals. It returns the status written.
-func writeError(w http.ResponseWriter, r *http.Request, err error) int {
+// says nothing about internals.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var p *Problem
 	if !errors.As(err, &p) {
 		p = problem(http.StatusInternalServerError, TypeBlank, "The server could not handle the request.")
@@ -119,7 +120,6 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 		w.Header()[k] = v
 	}
 	writeJSON(w, "application/problem+json", out.Status, out)
-	return out.Status
 }
 
 // writeJSON writes v as the response body. The body types here cannot fail

@@ -8,11 +8,13 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// status reads the counters of ?key= under every policy of /ping (or the
-// one ?policy= names) without counting anything: the first one's at the top
-// level, all of them under "policies" when there are several. A sliding
-// policy's count is its weighted count. A store failure is a 503 whatever
-// the fail mode: there is nothing to let through.
+// status reads the counters of ?key= under every configured policy (or the
+// one ?policy= names, whatever routes it guards) without counting
+// anything: the first one's at the top level, all of them under "policies"
+// when there are several. A sliding policy's count is its weighted count, a
+// GCRA policy's the part of its bucket in use; the limit is the key's
+// override, if it has one. A store failure is a 503 whatever the fail
+// mode: there is nothing to let through.
 func (a *API) status(req *request) error {
 	q, err := url.ParseQuery(req.r.URL.RawQuery)
 	if err != nil {
@@ -33,31 +35,30 @@ func (a *API) status(req *request) error {
 	if err := limiter.ValidKey(key); err != nil {
 		return invalidKey(err)
 	}
-	rules := a.pingRules
+	policies := a.policies()
 	if names := q["policy"]; len(names) > 0 {
-		rules = nil
-		for _, r := range a.pingRules {
-			if len(names) == 1 && r.Policy.Name == names[0] {
-				rules = []limiter.Rule{r}
-			}
+		p, ok := a.policy(names[0])
+		if len(names) > 1 || !ok {
+			return problem(http.StatusBadRequest, TypeInvalidQuery, "The query parameter 'policy' names no configured policy, or is given more than once.")
 		}
-		if rules == nil {
-			return problem(http.StatusBadRequest, TypeInvalidQuery, "The query parameter 'policy' names no policy of /ping, or is given more than once.")
-		}
+		policies = []limiter.Policy{p}
+	}
+	if len(policies) == 0 {
+		return problem(http.StatusNotFound, TypeBlank, "No policy is configured.")
 	}
 	req.key = key
 	body := pingBody{}
-	for i, rule := range rules {
-		u, err := a.opts.Store.Usage(req.r.Context(), rule.Policy, key, req.now)
+	for i, p := range policies {
+		u, err := a.opts.Store.Usage(req.r.Context(), p, key, req.now)
 		if err != nil {
 			req.err, req.decision = err, "error"
-			return storeUnavailable(rule.Policy.Window)
+			return storeUnavailable(p.Window)
 		}
 		if i == 0 {
 			body.usageBody = newUsageBody(u)
 			req.count = u.Count
 		}
-		if len(rules) > 1 {
+		if len(policies) > 1 {
 			body.Policies = append(body.Policies, newPolicyBody(u))
 		}
 	}

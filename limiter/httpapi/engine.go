@@ -1,0 +1,260 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/metrics"
+)
+
+// engine is what the API and the middleware share: the rules, compiled,
+// and how a request's policies are found, decided and answered.
+type engine struct {
+	opts  Options
+	rules []*rule
+}
+
+// rule is a limiter.Rule ready to match requests: one of its routes
+// matches a request as an http.ServeMux with those patterns would route it
+// (a request it would redirect to a matching canonical path counts too).
+type rule struct {
+	limiter.Rule
+	mux  *http.ServeMux // the rule's routes, each a pattern of its own
+	key  KeyFunc        // nil: Rule.KeySource
+	cost CostFunc       // nil: Rule.Cost
+}
+
+// compileRoutes is a ServeMux of patterns. A pattern ServeMux refuses (it
+// does not parse, or conflicts with another of the rule's) is an error.
+func compileRoutes(patterns []string) (mux *http.ServeMux, err error) {
+	mux = http.NewServeMux()
+	for _, p := range patterns {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					// ServeMux names the source lines that registered the
+					// patterns: ours, of no use to whoever wrote POLICIES.
+					why := registeredAt.ReplaceAllString(fmt.Sprint(v), "")
+					err = errors.Join(err, fmt.Errorf("route %q: %s", p, strings.ReplaceAll(why, "\n", " ")))
+				}
+			}()
+			mux.Handle(p, http.NotFoundHandler())
+		}()
+	}
+	return mux, err
+}
+
+var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)
+
+// CheckRoutes reports the rules' route patterns that http.ServeMux would
+// refuse, one error each. ConfigFromEnv runs it with the domain's checks.
+func CheckRoutes(rules []limiter.Rule) []error {
+	var errs []error
+	for _, r := range rules {
+		if _, err := compileRoutes(r.Routes); err != nil {
+			errs = append(errs, fmt.Errorf("POLICIES: policy %q: %w", r.Policy.Name, err))
+		}
+	}
+	return errs
+}
+
+// ConfigFromEnv reads the configuration as limiter.ConfigFromEnv does, and
+// checks the policies' route patterns too, reporting every problem at once.
+func ConfigFromEnv(getenv func(string) string) (limiter.Config, error) {
+	return limiter.ConfigFromEnv(getenv, func(c limiter.Config) []error { return CheckRoutes(c.Rules) })
+}
+
+// newEngine checks opts and fills in their defaults.
+func newEngine(opts Options) (*engine, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Caller == nil {
+		opts.Caller = localCaller
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.FailMode == "" {
+		opts.FailMode = limiter.FailClosed
+	}
+	if opts.Store == nil {
+		return nil, errors.New("no store")
+	}
+	e := &engine{opts: opts}
+	var errs []error
+	names := map[string]bool{}
+	for _, r := range opts.Rules {
+		mux, err := compileRoutes(r.Routes)
+		if err = errors.Join(err, r.Policy.Validate()); err != nil {
+			errs = append(errs, fmt.Errorf("policy %q: %w", r.Policy.Name, err))
+		}
+		if names[r.Policy.Name] {
+			errs = append(errs, fmt.Errorf("policy %q is named twice", r.Policy.Name))
+		}
+		names[r.Policy.Name] = true
+		e.rules = append(e.rules, &rule{Rule: r, mux: mux, key: opts.Keys[r.Policy.Name], cost: opts.Costs[r.Policy.Name]})
+	}
+	for name := range opts.Keys {
+		if !names[name] {
+			errs = append(errs, fmt.Errorf("Keys names no policy: %q", name))
+		}
+	}
+	for name := range opts.Costs {
+		if !names[name] {
+			errs = append(errs, fmt.Errorf("Costs names no policy: %q", name))
+		}
+	}
+	return e, errors.Join(errs...)
+}
+
+// matching are the rules whose routes match r, in configuration order, and
+// the first one's matching pattern, which names the route in audit records
+// and metrics (a pattern, not the path: a bounded set of values).
+func (e *engine) matching(r *http.Request) ([]*rule, string) {
+	var out []*rule
+	var first string
+	for _, rl := range e.rules {
+		if _, pattern := rl.mux.Handler(r); pattern != "" {
+			out = append(out, rl)
+			if first == "" {
+				first = pattern
+			}
+		}
+	}
+	return out, first
+}
+
+// matchingRoute are the rules that would guard a request of method on
+// path, found once at start for the API's own routes.
+func (e *engine) matchingRoute(method, path string) []*rule {
+	rules, _ := e.matching(&http.Request{Method: method, URL: &url.URL{Path: path}, Host: "localhost"})
+	return rules
+}
+
+// checks are what req is counted under, by rules: each rule's key and
+// cost. A shadow rule that cannot find its key (a claim it lacks, a key
+// that is not valid) is left out and named in the log line, where an
+// enforced one answers 400 or 401: a shadow must not change the answer.
+func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
+	checks := make([]limiter.Check, 0, len(rules))
+	for _, rl := range rules {
+		key, err := rl.keyOf(req)
+		var cost int64
+		if err == nil {
+			cost, err = rl.costOf(req.r)
+		}
+		if err != nil && rl.Policy.Shadow {
+			req.shadowSkipped = append(req.shadowSkipped, rl.Policy.Name)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		checks = append(checks, limiter.Check{Policy: rl.Policy, Key: key, Cost: cost})
+	}
+	return checks, nil
+}
+
+// keyOf finds the rule's key in req: by its KeyFunc, or its KeySource.
+func (rl *rule) keyOf(req *request) (string, error) {
+	if rl.key == nil {
+		return clientKey(req.r, req.caller, rl.KeySource)
+	}
+	key, err := rl.key(req.r)
+	if err == nil {
+		err = limiter.ValidKey(key)
+	}
+	var p *Problem
+	switch {
+	case err == nil:
+		return key, nil
+	case errors.As(err, &p):
+		return "", p
+	}
+	return "", invalidKey(err)
+}
+
+// costOf is what req costs under the rule: its CostFunc's answer, or
+// Rule.Cost.
+func (rl *rule) costOf(r *http.Request) (int64, error) {
+	if rl.cost == nil {
+		return rl.Cost, nil
+	}
+	cost, err := rl.cost(r)
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		return 0, p
+	case err != nil:
+		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, "The request's cost cannot be told: "+err.Error()+".")
+	case cost < 1:
+		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, fmt.Sprintf("The request's cost, %d, is below 1.", cost))
+	}
+	return cost, nil
+}
+
+// decide counts the attempt of req under checks and decides it, measuring
+// each policy's decision and any store error. The error is the store's;
+// the caller answers it with the fail mode.
+func (e *engine) decide(req *request, route string, checks []limiter.Check) (limiter.Outcome, error) {
+	req.key = checks[0].Key
+	began := time.Now()
+	o, err := e.opts.Store.Allow(req.r.Context(), limiter.Attempt{Checks: checks, Now: req.now, Route: route, RequestID: req.caller.RequestID})
+	latency := time.Since(began)
+	if err != nil {
+		req.err = err
+		if e.opts.Metrics != nil {
+			e.opts.Metrics.StoreError(req.now, route, limiter.FaultOf(err))
+		}
+		return o, err
+	}
+	req.outcome = &o
+	req.count, req.fromMemory = o.Decisions[0].Count, o.Decisions[0].FromMemory
+	req.decision = "rejected"
+	if o.Allowed {
+		req.decision = "allowed"
+	}
+	if e.opts.Metrics != nil {
+		for _, d := range o.Decisions {
+			// A denial from memory took no store time: measuring it would
+			// pull the latency figures toward zero.
+			took := latency
+			if d.FromMemory {
+				took = metrics.NoLatency
+			}
+			e.opts.Metrics.Decision(req.now, d.Policy.Name, route, decisionName(d), took)
+		}
+	}
+	return o, nil
+}
+
+// policy is the configured policy named name.
+func (e *engine) policy(name string) (limiter.Policy, bool) {
+	i := slices.IndexFunc(e.rules, func(r *rule) bool { return r.Policy.Name == name })
+	if i < 0 {
+		return limiter.Policy{}, false
+	}
+	return e.rules[i].Policy, true
+}
+
+type requestKey struct{}
+
+// withRequest carries req on ctx, for the handlers the API hands it to.
+func withRequest(ctx context.Context, req *request) context.Context {
+	return context.WithValue(ctx, requestKey{}, req)
+}
+
+func requestFrom(ctx context.Context) *request {
+	req, _ := ctx.Value(requestKey{}).(*request)
+	return req
+}

@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/metrics"
+)
+
+// log writes the request's one line: what it asked, what was decided,
+// under which key and policies, how long it took, and any store error with
+// its class.
+func (e *engine) log(req *request) {
+	attrs := []slog.Attr{
+		slog.String("method", req.r.Method),
+		slog.String("path", req.r.URL.Path),
+		slog.Int("status", req.w.status),
+		slog.String("key", req.key),
+		slog.String("decision", req.decision),
+		slog.Float64("latency_ms", float64(time.Since(req.start).Microseconds())/1000),
+		slog.String("request_id", req.caller.RequestID),
+	}
+	switch req.decision { // the count is known only when the store answered
+	case "allowed", "rejected", "read":
+		attrs = append(attrs, slog.Int64("count", req.count))
+	}
+	if req.fromMemory {
+		attrs = append(attrs, slog.Bool("from_memory", true))
+	}
+	attrs = append(attrs, outcomeAttrs(req.outcome)...)
+	if len(req.shadowSkipped) > 0 {
+		attrs = append(attrs, slog.Any("shadow_skipped", req.shadowSkipped))
+	}
+	if req.admin != nil {
+		attrs = append(attrs, slog.Any("admin", req.admin))
+	}
+	if req.caller.LambdaRequestID != "" {
+		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))
+	}
+	level := slog.LevelInfo
+	if req.err != nil {
+		// A fault that will not clear by itself (a corrupt file, a newer
+		// schema) needs an operator: ERROR, where a busy lock is a WARN.
+		fault := limiter.FaultOf(req.err)
+		level = slog.LevelWarn
+		if !fault.Transient() {
+			level = slog.LevelError
+		}
+		attrs = append(attrs, slog.String("error", req.err.Error()), slog.String("fault", string(fault)))
+	}
+	e.opts.Logger.LogAttrs(req.r.Context(), level, "request", attrs...)
+}
+
+// outcomeAttrs are the log attributes of a decided outcome: every policy's
+// decision when there are several, and the shadows that would have
+// rejected the request.
+func outcomeAttrs(o *limiter.Outcome) []slog.Attr {
+	if o == nil {
+		return nil
+	}
+	var attrs []slog.Attr
+	var shadow []string
+	ps := make([]any, len(o.Decisions))
+	for i, d := range o.Decisions {
+		ps[i] = map[string]any{"name": d.Policy.Name, "decision": decisionName(d), "count": d.Count}
+		if decisionName(d) == metrics.ShadowRejected {
+			shadow = append(shadow, d.Policy.Name)
+		}
+	}
+	if len(ps) > 1 {
+		attrs = append(attrs, slog.Any("policies", ps))
+	}
+	if len(shadow) > 0 {
+		attrs = append(attrs, slog.Any("shadow_rejected", shadow))
+	}
+	return attrs
+}
+
+// decisionName is a policy's decision as metrics and logs name it.
+func decisionName(d limiter.Decision) string {
+	switch {
+	case d.Allowed:
+		return metrics.Allowed
+	case d.Policy.Shadow:
+		return metrics.ShadowRejected
+	}
+	return metrics.Rejected
+}

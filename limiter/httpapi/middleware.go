@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Middleware returns a wrapper for any http.Handler that rate-limits the
+// requests its policies' routes match, as /ping is limited: every policy
+// whose routes match a request counts it, all in one store transaction,
+// under its key (its KeySource, or Keys' function) at its cost (its Cost,
+// or Costs' function). An allowed request reaches the handler with the
+// RateLimit, RateLimit-Policy and X-RateLimit-* headers set, and its
+// Outcome on its context (OutcomeFrom); a rejected one gets the 429
+// Problem Details with Retry-After that /ping gives, and never reaches it.
+// Requests no route matches pass through untouched. When the store fails,
+// FAIL_MODE closed answers 503, open lets the request through, uncounted.
+// Each counted request logs one line, as the API's do.
+//
+// It fails for what New would panic for: an invalid policy, a route
+// pattern http.ServeMux refuses, a key or cost function for no policy.
+func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
+	e, err := newEngine(opts)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	return func(next http.Handler) http.Handler { return &guarded{engine: e, next: next} }, nil
+}
+
+// guarded is a handler behind the middleware.
+type guarded struct {
+	*engine
+	next http.Handler
+}
+
+func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rules, route := g.matching(r)
+	if len(rules) == 0 {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	req := g.begin(w, r)
+	defer g.finish(req)
+	checks, err := g.checks(req, rules)
+	if err != nil {
+		req.fail(err)
+		return
+	}
+	if len(checks) == 0 {
+		req.decision = "uncounted"
+		g.next.ServeHTTP(req.w, r)
+		return
+	}
+	o, err := g.decide(req, route, checks)
+	switch {
+	case err != nil && g.opts.FailMode == limiter.FailOpen:
+		req.decision = "degraded"
+		g.next.ServeHTTP(req.w, r)
+		return
+	case err != nil:
+		req.decision = "error"
+		req.fail(storeUnavailable(checks[0].Policy.Window))
+		return
+	}
+	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
+	if !o.Allowed {
+		req.fail(rateLimited(o))
+		return
+	}
+	g.next.ServeHTTP(req.w, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o)))
+}
+
+type outcomeKey struct{}
+
+// OutcomeFrom is the decision of the request whose context ctx is, for a
+// handler behind Middleware: every policy's count, remaining and reset. It
+// reports false for a request that nothing counted.
+func OutcomeFrom(ctx context.Context) (limiter.Outcome, bool) {
+	o, ok := ctx.Value(outcomeKey{}).(limiter.Outcome)
+	return o, ok
+}

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// request is one request in flight, with what its log line reports.
+type request struct {
+	w      *recorder
+	r      *http.Request
+	caller Caller
+	now    time.Time // the request's instant, read once
+	start  time.Time // when it arrived, on the process's clock, for its latency
+
+	key        string
+	decision   string // allowed, rejected, read, degraded, uncounted, error, or empty
+	count      int64
+	fromMemory bool             // a rejection made without the store (limiter.RejectCache)
+	outcome    *limiter.Outcome // every policy's decision, when the store answered
+	err        error            // the store's error, logged but never sent
+	// shadowSkipped names the shadow policies left out of the request
+	// because they could not find their key in it.
+	shadowSkipped []string
+	// admin describes an admin action for the log line: who, what,
+	// before and after.
+	admin map[string]any
+}
+
+// fail answers with the problem err describes.
+func (req *request) fail(err error) {
+	writeError(req.w, req.r, err)
+}
+
+// ok answers 200 with v as JSON.
+func (req *request) ok(v any) error {
+	writeJSON(req.w, "application/json", http.StatusOK, v)
+	return nil
+}
+
+// serve hands the request to h, whose answer is the request's.
+func (req *request) serve(h http.Handler) {
+	h.ServeHTTP(req.w, req.r.WithContext(withRequest(req.r.Context(), req)))
+}
+
+// recorder notes the status of the response and whether it has been
+// started, so that a panic after it does not write a second one.
+type recorder struct {
+	http.ResponseWriter
+	wrote  bool
+	status int
+}
+
+func (w *recorder) WriteHeader(status int) {
+	if !w.wrote {
+		w.wrote, w.status = true, status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.wrote, w.status = true, http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer
+// (flushing, deadlines) through the recorder.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// newRequestID makes an id for requests that arrive without one.
+func newRequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
