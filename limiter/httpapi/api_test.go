@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -252,14 +251,7 @@ func TestInvalidKeysAre400(t *testing.T) {
 }
 
 // brokenStore is a real SQLite store whose directory does not exist.
-func brokenStore(t *testing.T) *sqlite.Store {
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "missing", "rl.db"), BusyTimeout: time.Second})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+func brokenStore(t *testing.T) *sqlite.Store { return sqlitetest.Broken(t) }
 
 func TestStoreFailureFollowsFailMode(t *testing.T) {
 	t.Run("closed", func(t *testing.T) {

@@ -40,6 +40,19 @@ func Open(tb testing.TB, cfg limiter.StoreConfig) *sqlite.Store {
 	return s
 }
 
+// Broken is a store whose directory does not exist, as an EFS mount that
+// is not there: every call fails as limiter.ErrUnavailable, and quickly
+// (its busy timeout is a second).
+func Broken(tb testing.TB) *sqlite.Store {
+	tb.Helper()
+	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(tb.TempDir(), "missing", "rl.db"), BusyTimeout: time.Second})
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
 // Path is a database path in a fresh temporary directory, with no file yet.
 func Path(tb testing.TB) string {
 	return filepath.Join(tb.TempDir(), "ratelimit.db")
