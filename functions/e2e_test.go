@@ -53,6 +53,10 @@ const longWindow = "2592000"
 // functionNames are the subdirectories of functions/, one Lambda each.
 var functionNames = []string{"ping", "status", "prune"}
 
+// examples are the examples under examples/ that are Lambda functions, by
+// the name their bootstrap is started under.
+var examples = map[string]string{"orders": "./examples/orders"}
+
 // bin holds the binaries TestMain builds once per test run.
 var bin struct {
 	rie       string
@@ -96,6 +100,14 @@ func build(dir string) error {
 		out := filepath.Join(dir, name, "bootstrap")
 		err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/"+name)
 		if err != nil {
+			return err
+		}
+		bin.bootstrap[name] = out
+	}
+	// The example a user copies: their own API behind the middleware.
+	for name, pkg := range examples {
+		out := filepath.Join(dir, name, "bootstrap")
+		if err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg); err != nil {
 			return err
 		}
 		bin.bootstrap[name] = out

@@ -286,18 +286,22 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 		t.Error("the file system has no policy, so EFS would let any client write")
 	}
 
-	// Routes: GET /ping and GET /status on one HTTP API, $default stage.
+	// Routes: GET /ping, GET /status and POST /check on one HTTP API,
+	// $default stage.
 	paths := at(res, "HttpApi", "Properties", "Body", "paths")
-	for path, fn := range map[string]string{"/ping": "PingFunction", "/status": "StatusFunction"} {
-		integ := at(paths, path, "get", "x-amazon-apigateway-integration")
-		want(path+" payload format", at(integ, "payloadFormatVersion"), "2.0")
+	for route, fn := range map[string]string{"get /ping": "PingFunction", "get /status": "StatusFunction", "post /check": "PingFunction"} {
+		method, path, _ := strings.Cut(route, " ")
+		integ := at(paths, path, method, "x-amazon-apigateway-integration")
+		want(route+" payload format", at(integ, "payloadFormatVersion"), "2.0")
 		if uri := jsonOf(at(integ, "uri")); !strings.Contains(uri, "${"+fn+".Arn}") {
-			t.Errorf("GET %s integrates %s, want %s", path, uri, fn)
+			t.Errorf("%s integrates %s, want %s", route, uri, fn)
 		}
 	}
-	want("routes", len(paths.(map[string]any)), 2)
-	// /status reveals who calls how often: IAM only. /ping is public.
+	want("routes", len(paths.(map[string]any)), 3)
+	// /status reveals who calls how often, and /check's caller names the
+	// key: IAM only. /ping is public.
 	want("/status security", at(paths, "/status", "get", "security"), []any{map[string]any{"AWS_IAM": []any{}}})
+	want("/check security", at(paths, "/check", "post", "security"), []any{map[string]any{"AWS_IAM": []any{}}})
 	want("/ping security", at(paths, "/ping", "get", "security"), nil)
 	want("stage", at(res, "HttpApiApiGatewayDefaultStage", "Properties", "StageName"), "$default")
 	// API Gateway turns away what the store could not decide in time.
