@@ -51,7 +51,7 @@ const (
 const longWindow = "2592000"
 
 // functionNames are the subdirectories of functions/, one Lambda each.
-var functionNames = []string{"ping", "status", "prune"}
+var functionNames = []string{"ping", "status", "prune", "admin"}
 
 // examples are the examples under examples/ that are Lambda functions, by
 // the name their bootstrap is started under.

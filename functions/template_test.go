@@ -181,7 +181,7 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 	}
 
 	// Each store's deployment: what an !If on UseSQLite picks.
-	for _, fn := range []string{"PingFunction", "StatusFunction", "PruneFunction"} {
+	for _, fn := range []string{"PingFunction", "StatusFunction", "PruneFunction", "AdminFunction"} {
 		f := res[fn]
 		want(fn+" type", at(f, "Type"), "AWS::Lambda::Function")
 		p := at(f, "Properties")
@@ -253,6 +253,9 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 	want("PingFunctionRole EFS actions", actions("PingFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
 	want("PruneFunctionRole EFS actions", actions("PruneFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
 	want("StatusFunctionRole EFS actions", actions("StatusFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount"})
+	want("AdminFunctionRole EFS actions", actions("AdminFunctionRole", true, "elasticfilesystem"), []string{"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"})
+	want("AdminFunctionRole DynamoDB actions", actions("AdminFunctionRole", false, "dynamodb"),
+		[]string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem"})
 	want("PingFunctionRole DynamoDB actions with SQLite", actions("PingFunctionRole", true, "dynamodb"), []string(nil))
 	want("PingFunctionRole DynamoDB actions", actions("PingFunctionRole", false, "dynamodb"),
 		[]string{"dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"})
@@ -289,7 +292,9 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 	// Routes: GET /ping, GET /status and POST /check on one HTTP API,
 	// $default stage.
 	paths := at(res, "HttpApi", "Properties", "Body", "paths")
-	for route, fn := range map[string]string{"get /ping": "PingFunction", "get /status": "StatusFunction", "post /check": "PingFunction"} {
+	for route, fn := range map[string]string{"get /ping": "PingFunction", "get /status": "StatusFunction", "post /check": "PingFunction",
+		"put /admin/overrides/{policy}/{key}": "AdminFunction", "get /admin/overrides/{policy}/{key}": "AdminFunction",
+		"delete /admin/overrides/{policy}/{key}": "AdminFunction", "delete /admin/counters/{policy}/{key}": "AdminFunction"} {
 		method, path, _ := strings.Cut(route, " ")
 		integ := at(paths, path, method, "x-amazon-apigateway-integration")
 		want(route+" payload format", at(integ, "payloadFormatVersion"), "2.0")
@@ -297,7 +302,12 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 			t.Errorf("%s integrates %s, want %s", route, uri, fn)
 		}
 	}
-	want("routes", len(paths.(map[string]any)), 3)
+	want("routes", len(paths.(map[string]any)), 5)
+	for path, methods := range map[string][]string{"/admin/overrides/{policy}/{key}": {"put", "get", "delete"}, "/admin/counters/{policy}/{key}": {"delete"}} {
+		for _, m := range methods {
+			want(m+" "+path+" security", at(paths, path, m, "security"), []any{map[string]any{"AWS_IAM": []any{}}})
+		}
+	}
 	// /status reveals who calls how often, and /check's caller names the
 	// key: IAM only. /ping is public.
 	want("/status security", at(paths, "/status", "get", "security"), []any{map[string]any{"AWS_IAM": []any{}}})

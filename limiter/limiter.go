@@ -48,7 +48,7 @@ var (
 // passes when every enforced policy allows it. Costs are counted whether it
 // passes or not, as every attempt counts in the windows.
 func (l *Limiter) Check(ctx context.Context, key string, cost int64, policies ...string) (Outcome, error) {
-	a, err := l.Attempt(l.now(), Request{Key: key, Cost: cost, Policies: policies, Route: "check"})
+	a, err := l.Attempt(ctx, l.now(), Request{Key: key, Cost: cost, Policies: policies, Route: "check"})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -57,8 +57,10 @@ func (l *Limiter) Check(ctx context.Context, key string, cost int64, policies ..
 
 // Attempt is the attempt r asks for at now, or why it cannot be made:
 // ErrInvalidKey, ErrUnknownPolicy or ErrInvalidCost, wrapped with what is
-// wrong.
-func (l *Limiter) Attempt(now time.Time, r Request) (Attempt, error) {
+// wrong; or the store's error, reading overrides. A cost beyond every
+// checked policy's limit is refused, unless an override gives the key a
+// limit it fits: only then are the key's overrides read.
+func (l *Limiter) Attempt(ctx context.Context, now time.Time, r Request) (Attempt, error) {
 	if err := ValidKey(r.Key); err != nil {
 		return Attempt{}, err
 	}
@@ -79,9 +81,13 @@ func (l *Limiter) Attempt(now time.Time, r Request) (Attempt, error) {
 	if len(policies) == 0 {
 		return Attempt{}, fmt.Errorf("%w: none applies", ErrUnknownPolicy)
 	}
-	cost, most := max(r.Cost, 1), int64(0)
-	for _, p := range policies {
-		most = max(most, p.Limit, p.Capacity())
+	cost, most := max(r.Cost, 1), largestLimit(policies)
+	if r.Cost >= 0 && cost > most {
+		raised, err := l.overridden(ctx, policies, r.Key)
+		if err != nil {
+			return Attempt{}, err
+		}
+		most = max(most, raised)
 	}
 	if r.Cost < 0 || cost > most {
 		return Attempt{}, fmt.Errorf("%w: %d is not from 1 to %d, the largest limit checked", ErrInvalidCost, r.Cost, most)
@@ -91,6 +97,30 @@ func (l *Limiter) Attempt(now time.Time, r Request) (Attempt, error) {
 		a.Checks[i] = Check{Policy: p, Key: r.Key, Cost: cost}
 	}
 	return a, nil
+}
+
+// largestLimit is the largest limit (or GCRA burst) among policies.
+func largestLimit(policies []Policy) int64 {
+	var most int64
+	for _, p := range policies {
+		most = max(most, p.Limit, p.Capacity())
+	}
+	return most
+}
+
+// overridden is the largest limit key's overrides give it among policies.
+func (l *Limiter) overridden(ctx context.Context, policies []Policy, key string) (int64, error) {
+	var most int64
+	for _, p := range policies {
+		o, err := l.Store.Override(ctx, p, key)
+		if err != nil {
+			return 0, err
+		}
+		if o != nil {
+			most = max(most, largestLimit([]Policy{p.With(o)}))
+		}
+	}
+	return most, nil
 }
 
 func (l *Limiter) now() time.Time {

@@ -50,7 +50,7 @@ func describeConfig(w io.Writer, c config) {
 	fmt.Fprintf(w, "busy timeout: %v\nfail mode: %s\nreject cache: %s\naudit retention: %s\n",
 		s.BusyTimeout, c.FailMode, onOff(c.RejectCache), retention(s))
 	fmt.Fprintf(w, "metrics: %s\n", metricsLine(c.Config))
-	fmt.Fprintf(w, "listen: %s\nprune every: %v\npolicies:\n", c.Addr, c.PruneInterval)
+	fmt.Fprintf(w, "listen: %s\nprune every: %v\nadmin routes: %s\npolicies:\n", c.Addr, c.PruneInterval, onOff(c.Admin))
 	for _, r := range c.Rules {
 		fmt.Fprintln(w, "  "+describe(r))
 	}

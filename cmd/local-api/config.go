@@ -26,6 +26,10 @@ type config struct {
 	// prunes, as the scheduled function does in AWS (PRUNE_INTERVAL).
 	Addr          string
 	PruneInterval time.Duration
+	// Admin serves the admin routes under /admin/ (ADMIN=on), which
+	// change overrides and counters; off, they answer 404 as any unknown
+	// path. Deployed, they are their own IAM-authorized function.
+	Admin bool
 }
 
 // readConfig reads the configuration as the functions do, with what is
@@ -70,6 +74,13 @@ func readConfig(getenv func(string) string) (config, error) {
 			problems = append(problems, fmt.Errorf("PRUNE_INTERVAL: %q is not a duration of at least 1s, e.g. 1m", v))
 		}
 		c.PruneInterval = d
+	}
+	switch v := strings.ToLower(getenv("ADMIN")); v {
+	case "on", "true", "1":
+		c.Admin = true
+	case "", "off", "false", "0":
+	default:
+		problems = append(problems, fmt.Errorf("ADMIN: %q is not on or off", getenv("ADMIN")))
 	}
 	if len(problems) > 0 {
 		return config{}, &limiter.ConfigError{Problems: problems}

@@ -76,6 +76,10 @@ func run(log *slog.Logger, cfg config) error {
 	// METRICS=emf prints the lines the functions write among the logs.
 	opts := httpapi.FromConfig(cfg.Config, store, os.Stdout)
 	opts.Logger = log
+	opts.Routes = []string{httpapi.RoutePing, httpapi.RouteStatus, httpapi.RouteCheck}
+	if cfg.Admin {
+		opts.Routes = append(opts.Routes, httpapi.RouteAdmin)
+	}
 	srv := newServer(cfg.Addr, httpapi.New(opts))
 	go prune(ctx, log, store, cfg.PruneInterval, cfg.Store.AuditRetention)
 
@@ -109,9 +113,11 @@ func newServer(addr string, h http.Handler) *http.Server {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 			defer cancel()
-			if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-				// Close the connection after answering rather than wait
-				// to read a body that may never finish arriving.
+			if reads := r.Method == http.MethodPost || r.Method == http.MethodPut; !reads && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
+				// A body no route reads (a GET's): close the connection
+				// after answering rather than wait to read a body that
+				// may never finish arriving. POST /check and the admin
+				// PUT read theirs, bounded by ReadTimeout.
 				w.Header().Set("Connection", "close")
 			}
 			h.ServeHTTP(w, r.WithContext(rctx))

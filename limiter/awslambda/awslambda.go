@@ -98,7 +98,8 @@ func badEvent(e events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse 
 }
 
 // Caller tells the API what API Gateway and Lambda know about r: the source
-// IP, the request id, JWT claims, the invocation id and the raw headers.
+// IP, the request id, JWT claims, the IAM principal that signed it (with
+// IAM authorization), the invocation id and the raw headers.
 func Caller(r *http.Request) httpapi.Caller {
 	ctx := r.Context()
 	c := httpapi.Caller{SourceIP: r.RemoteAddr}
@@ -109,6 +110,9 @@ func Caller(r *http.Request) httpapi.Caller {
 		c.RequestID = gw.RequestID
 		if gw.Authorizer != nil && gw.Authorizer.JWT != nil {
 			c.Claims = gw.Authorizer.JWT.Claims
+		}
+		if gw.Authorizer != nil && gw.Authorizer.IAM != nil {
+			c.Principal = gw.Authorizer.IAM.UserARN
 		}
 	}
 	if lc, ok := core.GetRuntimeContextFromContextV2(ctx); ok && lc != nil {

@@ -1,8 +1,229 @@
 package httpapi
 
-import "net/http"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
 
-// adminRoutes serves the admin API (admin_routes.go).
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// The admin routes: per-key overrides and resets, by policy name and key.
+// {key} is one path segment, percent-encoded as needed (a "/" as %2F).
+const (
+	adminOverride = "/admin/overrides/{policy}/{key}"
+	adminCounters = "/admin/counters/{policy}/{key}"
+)
+
+// adminRoutes serves the admin API: set, read and delete a key's override
+// under a policy, and reset its counters. Every action logs one line with
+// who asked (the IAM principal behind API Gateway), when, what, and the
+// state before and after.
 func (a *API) adminRoutes() http.Handler {
-	return http.NotFoundHandler()
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT "+adminOverride, a.adminAction(a.putOverride))
+	mux.HandleFunc("GET "+adminOverride, a.adminAction(a.getOverride))
+	mux.HandleFunc("DELETE "+adminOverride, a.adminAction(a.deleteOverride))
+	mux.HandleFunc("DELETE "+adminCounters, a.adminAction(a.resetCounters))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r) // which sets the path's values; Handler does not
+			return
+		}
+		// Not one of the routes: as Problem Details, the 405 with the
+		// methods the path takes (which ServeMux's own answer lists).
+		probe := &headerProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		req := requestFrom(r.Context())
+		if probe.status != http.StatusMethodNotAllowed {
+			req.fail(notFound(r))
+			return
+		}
+		p := problem(http.StatusMethodNotAllowed, TypeBlank, r.URL.Path+" accepts "+probe.header.Get("Allow")+" only.")
+		p.header.Set("Allow", probe.header.Get("Allow"))
+		req.fail(p)
+	})
+}
+
+// headerProbe records what a handler would answer, and discards it.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *headerProbe) WriteHeader(status int)      { p.status = status }
+
+// adminTarget is what an admin route acts on.
+type adminTarget struct {
+	policy limiter.Policy
+	key    string
+}
+
+// adminAction turns an admin action into a handler: it finds the policy (404 if
+// none is configured by that name) and the key (400 if it is not a valid
+// client key), runs the action, and answers its error as a problem.
+func (a *API) adminAction(action func(*request, adminTarget) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req := requestFrom(r.Context())
+		p, ok := a.policy(r.PathValue("policy"))
+		if !ok {
+			req.fail(problem(http.StatusNotFound, TypeBlank, fmt.Sprintf("No policy is named %q.", truncate(r.PathValue("policy"), 100))))
+			return
+		}
+		key := r.PathValue("key")
+		if err := limiter.ValidKey(key); err != nil {
+			req.fail(invalidKey(err))
+			return
+		}
+		req.key = key
+		if err := action(req, adminTarget{policy: p, key: key}); err != nil {
+			req.fail(err)
+		}
+	}
+}
+
+// overrideBody is an override as the admin routes send and take it.
+type overrideBody struct {
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	Limit  int64  `json:"limit"`
+	Burst  *int64 `json:"burst,omitempty"`
+}
+
+// overrideOf is o's body: burst is the bucket's size that applies, for a
+// GCRA policy only.
+func overrideOf(t adminTarget, o limiter.Override) overrideBody {
+	b := overrideBody{Policy: t.policy.Name, Key: t.key, Limit: o.Limit}
+	if t.policy.IsGCRA() {
+		burst := t.policy.With(&o).Capacity()
+		b.Burst = &burst
+	}
+	return b
+}
+
+func (a *API) putOverride(req *request, t adminTarget) error {
+	var in struct {
+		Limit *int64 `json:"limit"`
+		Burst *int64 `json:"burst"`
+	}
+	if err := readJSON(req, &in, "limit, burst"); err != nil {
+		return err
+	}
+	if in.Limit == nil {
+		return badAdmin(`"limit" is required`)
+	}
+	o := limiter.Override{Limit: *in.Limit}
+	if in.Burst != nil {
+		o.Burst = *in.Burst
+		if o.Burst < 1 {
+			return badAdmin(fmt.Sprintf(`"burst" %d is below 1`, o.Burst))
+		}
+	}
+	if err := o.Validate(t.policy); err != nil {
+		return badAdmin(err.Error())
+	}
+	before, err := a.opts.Store.SetOverride(req.r.Context(), t.policy, t.key, o)
+	if err != nil {
+		return a.adminFailed(req, t, err)
+	}
+	a.audit(req, t, "set override", overrideState(t, before), overrideOf(t, o))
+	return req.ok(overrideOf(t, o))
+}
+
+func (a *API) getOverride(req *request, t adminTarget) error {
+	o, err := a.opts.Store.Override(req.r.Context(), t.policy, t.key)
+	switch {
+	case err != nil:
+		return a.adminFailed(req, t, err)
+	case o == nil:
+		req.decision = "read"
+		return problem(http.StatusNotFound, TypeBlank, fmt.Sprintf("Key %q has no override under %q.", truncate(t.key, 100), t.policy.Name))
+	}
+	req.decision = "read"
+	return req.ok(overrideOf(t, *o))
+}
+
+func (a *API) deleteOverride(req *request, t adminTarget) error {
+	before, err := a.opts.Store.DeleteOverride(req.r.Context(), t.policy, t.key)
+	if err != nil {
+		return a.adminFailed(req, t, err)
+	}
+	a.audit(req, t, "delete override", overrideState(t, before), nil)
+	return req.noContent()
+}
+
+func (a *API) resetCounters(req *request, t adminTarget) error {
+	ctx := req.r.Context()
+	before, err := a.opts.Store.Usage(ctx, t.policy, t.key, req.now)
+	if err == nil {
+		err = a.opts.Store.Reset(ctx, t.policy, t.key, req.now)
+	}
+	if err != nil {
+		return a.adminFailed(req, t, err)
+	}
+	a.audit(req, t, "reset counters", map[string]any{"count": before.Count, "remaining": before.Remaining}, map[string]any{"count": 0})
+	return req.noContent()
+}
+
+// overrideState is an override for the log line; nil when there is none.
+func overrideState(t adminTarget, o *limiter.Override) any {
+	if o == nil {
+		return nil
+	}
+	return overrideOf(t, *o)
+}
+
+// audit fills the request's log line with the admin action: who, when,
+// what, and the state before and after.
+func (a *API) audit(req *request, t adminTarget, action string, before, after any) {
+	who := req.caller.Principal
+	if who == "" {
+		who = "unsigned request from " + req.caller.SourceIP
+	}
+	req.decision = "admin"
+	req.admin = map[string]any{
+		"action": action, "policy": t.policy.Name, "key": t.key, "by": who,
+		"at": req.now.UTC().Format(time.RFC3339Nano), "before": before, "after": after,
+	}
+}
+
+// adminFailed answers a store failure: a 503, whatever the fail mode, as
+// for /status: there is nothing to let through.
+func (a *API) adminFailed(req *request, t adminTarget, err error) error {
+	req.err, req.decision = err, "error"
+	return storeUnavailable(t.policy.Window)
+}
+
+// readJSON reads a JSON object of at most MaxCheckBody bytes into v, with
+// no members but those listed in members (for the message).
+func readJSON(req *request, v any, members string) error {
+	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, MaxCheckBody))
+	if err != nil {
+		return badAdmin("the body is over 65536 bytes or could not be read")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	switch {
+	case err == nil && dec.More():
+		return badAdmin("the body holds more than one JSON value")
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return badAdmin("the body is empty; it must be a JSON object such as {\"limit\": 1000}")
+	}
+	why := checkJSONProblem(err)
+	return badAdmin(strings.Replace(why, "key, cost, policies", members, 1))
+}
+
+func badAdmin(why string) *Problem {
+	return problem(http.StatusBadRequest, TypeInvalidRequest, "The request is not acceptable: "+why+".")
 }

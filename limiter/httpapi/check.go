@@ -166,14 +166,17 @@ func (a *API) checkAttempt(req *request, in checkRequest) (limiter.Attempt, erro
 			return limiter.Attempt{}, badCheck(`no policy guards POST /check: name "policies"`)
 		}
 	}
-	lim := limiter.Limiter{Policies: a.policies()}
-	att, err := lim.Attempt(req.now, limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
+	lim := limiter.Limiter{Store: a.opts.Store, Policies: a.policies()}
+	att, err := lim.Attempt(req.r.Context(), req.now, limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
 		Route: checkRoute, RequestID: req.caller.RequestID})
 	switch {
 	case errors.Is(err, limiter.ErrInvalidKey):
 		return att, invalidKey(err)
-	case err != nil:
+	case errors.Is(err, limiter.ErrUnknownPolicy) || errors.Is(err, limiter.ErrInvalidCost):
 		return att, badCheck(err.Error())
+	case err != nil: // the store, reading an override
+		req.err, req.decision = err, "error"
+		return att, storeUnavailable(time.Minute)
 	}
 	return att, nil
 }

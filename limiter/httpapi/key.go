@@ -30,6 +30,10 @@ type Caller struct {
 	RequestID string
 	// LambdaRequestID is the invocation's id, for logs.
 	LambdaRequestID string
+	// Principal is who signed the request, when the platform checked a
+	// signature: the IAM principal's ARN behind API Gateway's IAM
+	// authorization. The admin routes log it.
+	Principal string
 	// Headers, when not nil, are the request headers exactly as the client
 	// sent them, names in lower case. API Gateway passes duplicate headers
 	// joined with commas, and the proxy then splits every header value on

@@ -43,6 +43,13 @@ func (req *request) ok(v any) error {
 	return nil
 }
 
+// noContent answers 204.
+func (req *request) noContent() error {
+	req.w.Header().Set("Cache-Control", "no-store")
+	req.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // serve hands the request to h, whose answer is the request's.
 func (req *request) serve(h http.Handler) {
 	h.ServeHTTP(req.w, req.r.WithContext(withRequest(req.r.Context(), req)))

@@ -1,0 +1,166 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+)
+
+// adminRules are /ping's policy, a check quota and a GCRA bucket.
+func adminRules() []limiter.Rule {
+	return []limiter.Rule{
+		{Policy: pingPolicy, Routes: []string{limiter.DefaultRoute}},
+		{Policy: limiter.Policy{Name: "api", Limit: 10, Window: time.Minute, Namespace: "api"}, Routes: []string{"POST /check"}},
+		{Policy: limiter.Policy{Name: "tokens", Limit: 60, Window: time.Minute, Namespace: "tokens", Algorithm: limiter.GCRA, Burst: 2}, Routes: []string{"/elsewhere"}},
+	}
+}
+
+func newAdmin(t *testing.T, opts httpapi.Options) *fixture {
+	opts.Rules = adminRules()
+	opts.Routes = []string{httpapi.RoutePing, httpapi.RouteStatus, httpapi.RouteCheck, httpapi.RouteAdmin}
+	opts.Caller = func(r *http.Request) httpapi.Caller {
+		return httpapi.Caller{SourceIP: "192.0.2.1", Principal: r.Header.Get("X-Test-Principal")}
+	}
+	return newFixture(t, opts)
+}
+
+func (f *fixture) send(t *testing.T, method, target, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r.Header.Set("X-Test-Principal", "arn:aws:iam::123456789012:user/ops")
+	w := httptest.NewRecorder()
+	f.api.ServeHTTP(w, r)
+	return w
+}
+
+// lastLog is the request log line last written.
+func (f *fixture) lastLog(t *testing.T) map[string]any {
+	t.Helper()
+	lines := bytes.Split(bytes.TrimSpace(f.logs.Bytes()), []byte("\n"))
+	var m map[string]any
+	if err := json.Unmarshal(lines[len(lines)-1], &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestAdminOverridesAsSpecified: PUT sets an override and answers it; the
+// next decision, /status, /check and the 429 use the effective limit; GET
+// reads it; DELETE removes it (204, also when there was none) and the key
+// is back to the policy's limit. Each change logs who, when, what, before
+// and after.
+func TestAdminOverridesAsSpecified(t *testing.T) {
+	f := newAdmin(t, httpapi.Options{})
+	w := f.send(t, "PUT", "/admin/overrides/ping/alice", `{"limit": 5}`)
+	if w.Code != 200 || decode(t, w)["limit"] != 5.0 || decode(t, w)["policy"] != "ping" || decode(t, w)["key"] != "alice" || decode(t, w)["burst"] != nil {
+		t.Fatalf("PUT: %d %s", w.Code, w.Body)
+	}
+	log := f.lastLog(t)
+	admin, _ := log["admin"].(map[string]any)
+	if admin["action"] != "set override" || admin["by"] != "arn:aws:iam::123456789012:user/ops" || admin["before"] != nil ||
+		admin["after"].(map[string]any)["limit"] != 5.0 || admin["at"] != "2026-01-01T00:00:18Z" {
+		t.Errorf("log line: %v", log)
+	}
+	for i := range 5 {
+		if w := f.do(t, "GET", "/ping", "X-Client-Key", "alice"); w.Code != 200 {
+			t.Fatalf("ping %d under the override: %d", i+1, w.Code)
+		}
+	}
+	w = f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+	wantHeader(t, w, "RateLimit-Policy", `"ping";q=5;w=60`)
+	if w.Code != 429 || !strings.Contains(w.Body.String(), `"limit":5`) {
+		t.Errorf("6th ping: %d %s, want a 429 telling the limit of 5", w.Code, w.Body)
+	}
+	if b := decode(t, f.do(t, "GET", "/status?key=alice&policy=ping")); b["limit"] != 5.0 {
+		t.Errorf("status: %v, want the effective limit 5", b)
+	}
+	if b := decode(t, f.do(t, "GET", "/admin/overrides/ping/alice")); b["limit"] != 5.0 {
+		t.Errorf("GET: %v", b)
+	}
+	f.send(t, "PUT", "/admin/overrides/ping/alice", `{"limit": 50}`)
+	if admin := f.lastLog(t)["admin"].(map[string]any); admin["before"].(map[string]any)["limit"] != 5.0 {
+		t.Errorf("replacing: before %v, want the limit 5", admin["before"])
+	}
+	if w := f.send(t, "DELETE", "/admin/overrides/ping/alice", ""); w.Code != 204 || w.Body.Len() != 0 {
+		t.Errorf("DELETE: %d %q, want 204 and no body", w.Code, w.Body)
+	}
+	if admin := f.lastLog(t)["admin"].(map[string]any); admin["action"] != "delete override" || admin["after"] != nil {
+		t.Errorf("delete's log: %v", admin)
+	}
+	wantProblem(t, f.do(t, "GET", "/admin/overrides/ping/alice"), 404, httpapi.TypeBlank, "/admin/overrides/ping/alice")
+	if w := f.send(t, "DELETE", "/admin/overrides/ping/alice", ""); w.Code != 204 {
+		t.Errorf("DELETE of none: %d, want 204", w.Code)
+	}
+	if w := f.do(t, "GET", "/ping", "X-Client-Key", "alice"); w.Code != 429 || w.Header().Get("RateLimit-Policy") != `"ping";q=3;w=60` {
+		t.Errorf("after the delete: %d %v, want the policy's 3 again", w.Code, w.Header())
+	}
+	// /check's answers report it too; GCRA overrides take a burst.
+	f.send(t, "PUT", "/admin/overrides/api/user-1", `{"limit": 100}`)
+	if a := readCheck(t, f.post(t, `{"key": "user-1", "cost": 50}`)); !a.Allowed || a.Policies[0].Limit != 100 {
+		t.Errorf("check under the override: %+v, want allowed at 50 of 100", a)
+	}
+	w = f.send(t, "PUT", "/admin/overrides/tokens/vip", `{"limit": 600, "burst": 20}`)
+	if b := decode(t, w); w.Code != 200 || b["burst"] != 20.0 || b["limit"] != 600.0 {
+		t.Errorf("gcra PUT: %d %v, want limit 600 and burst 20", w.Code, b)
+	}
+	if b := decode(t, f.do(t, "GET", "/admin/overrides/tokens/vip")); b["burst"] != 20.0 {
+		t.Errorf("gcra GET: %v", b)
+	}
+}
+
+// TestAdminResetForgetsAKeysCounts: the key's next attempt passes as a
+// fresh key's; the log line tells the count it had.
+func TestAdminResetForgetsAKeysCounts(t *testing.T) {
+	f := newAdmin(t, httpapi.Options{})
+	for range 4 {
+		f.do(t, "GET", "/ping", "X-Client-Key", "bob")
+	}
+	if w := f.send(t, "DELETE", "/admin/counters/ping/bob", ""); w.Code != 204 {
+		t.Fatalf("reset: %d %s", w.Code, w.Body)
+	}
+	if admin := f.lastLog(t)["admin"].(map[string]any); admin["action"] != "reset counters" || admin["before"].(map[string]any)["count"] != 4.0 {
+		t.Errorf("log: %v", admin)
+	}
+	if b := decode(t, f.do(t, "GET", "/ping", "X-Client-Key", "bob")); b["count"] != 1.0 {
+		t.Errorf("after the reset: %v, want a fresh count of 1", b)
+	}
+}
+
+// TestAdminRefusesWhatIsWrong: an unknown policy is a 404 problem, a key
+// that is not a valid client key a 400, a bad body a 400, another method a
+// 405 with Allow, another path a 404.
+func TestAdminRefusesWhatIsWrong(t *testing.T) {
+	f := newAdmin(t, httpapi.Options{})
+	wantProblem(t, f.send(t, "PUT", "/admin/overrides/nope/alice", `{"limit": 5}`), 404, httpapi.TypeBlank, "/admin/overrides/nope/alice")
+	wantProblem(t, f.send(t, "PUT", "/admin/overrides/ping/a%00b", `{"limit": 5}`), 400, httpapi.TypeInvalidKey, "/admin/overrides/ping/a\x00b")
+	for body, why := range map[string]string{
+		``: "empty", `{}`: `"limit" is required`, `{"limit": 0}`: "limit 0 is below 1", `{"limit": 1.5}`: `"limit"`,
+		`{"limit": 5, "burst": 2}`: "burst applies to gcra policies only", `{"limit": 5, "extra": 1}`: `unknown member "extra"; members are limit, burst`,
+		`[5]`: "JSON object", `{"limit": 5`: "invalid JSON",
+	} {
+		p := wantProblem(t, f.send(t, "PUT", "/admin/overrides/ping/alice", body), 400, httpapi.TypeInvalidRequest, "/admin/overrides/ping/alice")
+		if d, _ := p["detail"].(string); !strings.Contains(d, why) {
+			t.Errorf("%q: detail %q does not say %q", body, d, why)
+		}
+	}
+	w := f.send(t, "POST", "/admin/overrides/ping/alice", `{"limit": 5}`)
+	wantProblem(t, w, 405, httpapi.TypeBlank, "/admin/overrides/ping/alice")
+	if allow := w.Header().Get("Allow"); !strings.Contains(allow, "PUT") || !strings.Contains(allow, "DELETE") || !strings.Contains(allow, "GET") {
+		t.Errorf("Allow %q, want GET, PUT and DELETE", allow)
+	}
+	wantProblem(t, f.send(t, "GET", "/admin/other", ""), 404, httpapi.TypeBlank, "/admin/other")
+	// A key with a slash, percent-encoded, is one segment: one key.
+	if w := f.send(t, "PUT", "/admin/overrides/ping/team%2Fa", `{"limit": 9}`); w.Code != 200 || decode(t, w)["key"] != "team/a" {
+		t.Errorf("encoded key: %d %s, want the key team/a", w.Code, w.Body)
+	}
+	// Without RouteAdmin the routes are unknown paths.
+	g := newFixture(t, httpapi.Options{})
+	wantProblem(t, g.do(t, "GET", "/admin/overrides/ping/alice"), 404, httpapi.TypeBlank, "/admin/overrides/ping/alice")
+}
