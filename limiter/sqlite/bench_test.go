@@ -242,3 +242,77 @@ func BenchmarkDecisionPolicies(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecisionAlgorithms is Store.Allow under one policy of each
+// kind, every attempt allowed: a fixed window (BenchmarkDecision's), a
+// GCRA bucket (a read of its TAT and a write, in place of the upsert), and
+// a fixed window for keys that have an override (found by the read every
+// decision makes, which then applies it).
+func BenchmarkDecisionAlgorithms(b *testing.B) {
+	gcra := limiter.Policy{Name: "tokens", Limit: 1_000_000, Window: time.Minute, Namespace: "tokens", Algorithm: limiter.GCRA, Burst: 1 << 20}
+	for _, kind := range []string{"fixed", "gcra", "override"} {
+		b.Run(kind, func(b *testing.B) {
+			s := benchStore(b, "DELETE")
+			ctx := context.Background()
+			p := benchPolicy
+			switch kind {
+			case "gcra":
+				p = gcra
+			case "override":
+				for i := range 8 {
+					if _, err := s.SetOverride(ctx, p, benchKey(i), limiter.Override{Limit: 1 << 41}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			now := t0.Add(30 * time.Second)
+			b.ResetTimer()
+			for i := range b.N {
+				o, err := s.Allow(ctx, storetest.One(p, benchKey(i), now, "GET /ping", "r"))
+				if err != nil || !o.Allowed {
+					b.Fatal(o, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOverrideLookup weighs the two ways to apply overrides: read in
+// the decision's transaction (what the store does: exact from the next
+// decision on), or cached by each process and left out of the transaction
+// (stale for as long as the cache lives). Both are the raw decision
+// transaction; "in-transaction" adds the override's SELECT.
+func BenchmarkOverrideLookup(b *testing.B) {
+	for _, way := range []string{"cached", "in-transaction"} {
+		b.Run(way, func(b *testing.B) {
+			db := rawDB(b, benchStore(b, "DELETE"), "DELETE")
+			upsert, _ := db.Prepare(`INSERT INTO rate_limit_windows (key, window_start, count, window_seconds) VALUES (?1, ?2, 1, 60)
+ON CONFLICT (key, window_start) DO UPDATE SET count = count + 1 RETURNING count`)
+			audit, _ := db.Prepare(`INSERT INTO api_calls (key, window_start, called_at, route, request_id) VALUES (?1, ?2, ?3, 'GET /ping', 'r')`)
+			override, _ := db.Prepare(`SELECT "limit", burst FROM overrides WHERE key = ?1`)
+			b.ResetTimer()
+			for i := range b.N {
+				tx, err := db.Begin()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if way == "in-transaction" {
+					var limit, burst int64
+					if err := tx.Stmt(override).QueryRow(benchKey(i)).Scan(&limit, &burst); err != nil && err != sql.ErrNoRows {
+						b.Fatal(err)
+					}
+				}
+				var n int64
+				if err := tx.Stmt(upsert).QueryRow(benchKey(i), "2026-01-01T00:00:00Z").Scan(&n); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := tx.Stmt(audit).Exec(benchKey(i), "2026-01-01T00:00:00Z", "2026-01-01T00:00:30.000Z"); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
