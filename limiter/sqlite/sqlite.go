@@ -31,12 +31,13 @@ import (
 // Store is a limiter.Store on a SQLite file. It is safe for simultaneous use
 // by multiple goroutines; they share the process's one connection.
 //
-// The store survives faults of the file beneath it. A failed open is retried
-// on the next call, and at most once per FileCheckInterval (on the process's
-// clock, not the request's instant) a call checks that the path still names the file the store
-// has open: a database deleted or replaced under a running process is
-// reopened (and, when its directory still exists, created afresh) instead of
-// counting on in a file nobody else can see.
+// The store survives faults of the file beneath it. A failed open is
+// retried on the next call, and at most once per FileCheckInterval (on the
+// process's clock, not the request's instant) a call checks that the path
+// still names the file the store has open: a database deleted or replaced
+// under a running process is reopened (and, when its directory still
+// exists, created afresh) instead of counting on in a file nobody else can
+// see.
 type Store struct {
 	path string
 	cfg  limiter.StoreConfig
