@@ -44,17 +44,15 @@ func main() {
 	if err := store.Ready(context.Background()); err != nil && !errors.Is(err, limiter.ErrUnavailable) {
 		log.Fatal(err)
 	}
-	if inLambda {
-		h, err := guard(store, awslambda.Caller)
-		if err != nil {
-			log.Fatal(err)
-		}
-		lambda.Start(awslambda.HTTP(h))
-		return
-	}
-	h, err := guard(store, nil)
+	h, err := guard(store)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if inLambda {
+		// The adapter tells the middleware what API Gateway knows of each
+		// request: the caller's address, claims, the request id.
+		lambda.Start(awslambda.HTTP(h))
+		return
 	}
 	// Bind before saying so: a client that reads "listening" may connect.
 	ln, err := net.Listen("tcp", getenv("ADDR", "127.0.0.1:3001"))

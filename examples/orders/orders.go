@@ -33,13 +33,12 @@ func user(r *http.Request) (string, error) {
 // guard wraps the shop's routes in the limiter's middleware: the requests
 // the policies' routes match are counted in store and decided; the rest
 // (here GET /health) pass untouched.
-func guard(store limiter.Store, caller func(*http.Request) httpapi.Caller) (http.Handler, error) {
+func guard(store limiter.Store) (http.Handler, error) {
 	mw, err := httpapi.Middleware(httpapi.Options{
 		Store:    store,
 		Rules:    policies,
 		Keys:     map[string]httpapi.KeyFunc{"orders": user},
 		FailMode: limiter.FailClosed,
-		Caller:   caller, // nil: the TCP peer; in Lambda, API Gateway's view
 	})
 	if err != nil {
 		return nil, err

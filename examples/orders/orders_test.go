@@ -94,7 +94,7 @@ func TestExampleInHTTPTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	h, err := guard(store, nil)
+	h, err := guard(store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,10 @@ type HTTPHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.A
 // Lambda context on the request's context, where Caller reads them. (The
 // proxy's Proxy method carries them in a request header instead, which a
 // client can forge.) The event's raw headers ride along too, because the
-// proxy splits header values on commas.
+// proxy splits header values on commas, and so does Caller itself
+// (httpapi.WithCaller): an API or a Middleware in h keys on the source
+// address API Gateway saw, and reads claims and the IAM principal, without
+// being told.
 //
 // An event the proxy cannot turn into a request (a body that is not valid
 // base64, say) is answered with a 400 problem rather than an invocation
@@ -52,6 +55,7 @@ func HTTP(h http.Handler) HTTPHandler {
 			defer cancel()
 		}
 		ctx = context.WithValue(ctx, rawHeadersKey{}, lowerKeys(e.Headers))
+		ctx = httpapi.WithCaller(ctx, Caller)
 		resp, err := adapter.ProxyWithContext(ctx, e)
 		if err != nil {
 			slog.Warn("malformed event", "error", err.Error())

@@ -116,8 +116,9 @@ func inServer(t *testing.T) host {
 // inLambda is the shop in the user's own Lambda function, behind API
 // Gateway: lambda.Start(awslambda.HTTP(mw(shop()))).
 func inLambda(t *testing.T) host {
+	// No Options.Caller: awslambda.HTTP tells the middleware what API
+	// Gateway knows (httpapi.WithCaller), the source address included.
 	opts := withLogs(shopOptions(sqlitetest.Open(t, limiter.StoreConfig{})))
-	opts.Caller = awslambda.Caller
 	mw, err := httpapi.Middleware(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +261,29 @@ func TestMiddlewareFailModes(t *testing.T) {
 			if p["type"] != httpapi.TypeStoreUnavailable || w.Header().Get("Retry-After") == "" {
 				t.Errorf("closed: %v, want the store-unavailable problem with Retry-After", p)
 			}
+		}
+	}
+}
+
+// TestMiddlewareBehindTheAdapterKnowsTheCaller: with no Options.Caller, a
+// middleware behind awslambda.HTTP still keys on what only API Gateway
+// knows, a JWT claim: the adapter tells it (httpapi.WithCaller).
+func TestMiddlewareBehindTheAdapterKnowsTheCaller(t *testing.T) {
+	mw, err := httpapi.Middleware(withLogs(httpapi.Options{
+		Store: sqlitetest.Open(t, limiter.StoreConfig{}),
+		Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "p", Limit: 1, Window: time.Minute, Namespace: "p"},
+			KeySource: limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: "sub"}, Routes: []string{"/"}}},
+		Now: func() time.Time { return fixtureNow },
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := awslambda.HTTP(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })))
+	e := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](t, "ping-jwt.json")
+	for i, want := range []int{200, 429} {
+		resp, err := handler(context.Background(), e)
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("request %d: %d %s %v, want %d keyed by the claim", i+1, resp.StatusCode, resp.Body, err, want)
 		}
 	}
 }

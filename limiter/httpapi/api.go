@@ -81,6 +81,8 @@ type Options struct {
 	// Now reads the clock, once per request. Defaults to time.Now.
 	Now func() time.Time
 	// Caller tells what the platform knows about a request. Defaults to
+	// what the platform adapter in front says (awslambda.HTTP sets
+	// awslambda.Caller on each request's context, see WithCaller), else to
 	// what a direct TCP connection tells.
 	Caller func(*http.Request) Caller
 	// Logger receives one line per request. Defaults to slog.Default().
@@ -166,7 +168,7 @@ func notFound(r *http.Request) *Problem {
 // begin starts a request's bookkeeping: its instant, read once, and what
 // the platform knows of it.
 func (e *engine) begin(w http.ResponseWriter, r *http.Request) *request {
-	req := &request{w: &recorder{ResponseWriter: w}, r: r, caller: e.opts.Caller(r), now: e.opts.Now(), start: time.Now()}
+	req := &request{w: &recorder{ResponseWriter: w}, r: r, caller: e.callerOf(r), now: e.opts.Now(), start: time.Now()}
 	if req.caller.RequestID == "" {
 		req.caller.RequestID = newRequestID()
 	}

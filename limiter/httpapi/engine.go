@@ -78,9 +78,6 @@ func newEngine(opts Options) (*engine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Caller == nil {
-		opts.Caller = localCaller
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

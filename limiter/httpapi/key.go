@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -39,6 +40,28 @@ type Caller struct {
 	// joined with commas, and the proxy then splits every header value on
 	// commas; reading the raw value keeps a key with a comma one key.
 	Headers map[string]string
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying how to tell what the platform knows about
+// a request: a platform adapter (awslambda.HTTP) sets it on every request it
+// hands on, so that an API or a Middleware behind it needs no
+// Options.Caller to key on the source address API Gateway saw.
+func WithCaller(ctx context.Context, caller func(*http.Request) Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// callerOf is what the platform knows about r: Options.Caller's answer,
+// else the adapter's in front (WithCaller), else the TCP connection's.
+func (e *engine) callerOf(r *http.Request) Caller {
+	if e.opts.Caller != nil {
+		return e.opts.Caller(r)
+	}
+	if caller, ok := r.Context().Value(callerKey{}).(func(*http.Request) Caller); ok {
+		return caller(r)
+	}
+	return localCaller(r)
 }
 
 // localCaller is the Caller of a request served directly over TCP.
