@@ -134,7 +134,7 @@ func TestConfigPolicies(t *testing.T) {
 	}
 	_, err = limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":0,"window":"1s"},{"name":"a","limit":1,"window":"31d"},
 		{"name":"Bad Name","limit":1,"window":"1s","algorithm":"leaky","key":"x-forwarded-for","routes":[" "]},{"name":"b","limit":1,"window":"soon"}]`}))
-	for _, want := range []string{"limit 0 is below 1", "named twice", `window "31d"`, "names are lower-case", "algorithm \"leaky\"", "key:", "a route is empty", `"soon" is not a duration`} {
+	for _, want := range []string{"limit 0 is not from 1 to 999999999999999", "named twice", `window "31d"`, "names are lower-case", "algorithm \"leaky\"", "key:", "a route is empty", `"soon" is not a duration`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("POLICIES error does not say %q: %v", want, err)
 		}

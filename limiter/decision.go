@@ -16,7 +16,8 @@ type Decision struct {
 	FromMemory bool
 	// TAT is, for a GCRA policy, the key's theoretical arrival time once
 	// the attempt is decided: moved on if the attempt passed, else as the
-	// store read it. A store writes it back when Moved.
+	// store read it (rescaled to the policy's rate). A store writes it back
+	// when Moved, with Policy.Emission().
 	TAT   time.Time
 	Moved bool
 
@@ -31,8 +32,11 @@ type State struct {
 	// cost included; Prev the previous window's (sliding policies only).
 	Cur, Prev int64
 	// TAT is a GCRA policy's theoretical arrival time before the attempt;
-	// zero for a key never seen.
-	TAT time.Time
+	// zero for a key never seen. Emission is the interval it was written
+	// with (zero if unknown: taken as the policy's), so that a change of
+	// the key's rate rescales what the bucket holds back.
+	TAT      time.Time
+	Emission time.Duration
 }
 
 // decide decides one check from its state, as if it alone applied.
@@ -42,8 +46,8 @@ func (c Check) decide(now time.Time, st State) Decision {
 	switch {
 	case p.IsGCRA():
 		var next time.Time
-		d.Allowed, next = p.gcraFits(now, st.TAT, cost)
-		d.TAT = st.TAT
+		d.TAT = p.bucket(now, st)
+		d.Allowed, next = p.gcraFits(now, d.TAT, cost)
 		if d.Allowed {
 			d.TAT, d.Moved = next, true
 		}
@@ -110,8 +114,9 @@ func (o *Outcome) settle(now time.Time) {
 	}
 	for i, d := range o.Decisions {
 		if d.Moved {
-			o.Decisions[i].TAT, o.Decisions[i].Moved = d.state.TAT, false
-			o.Decisions[i].Usage = d.Policy.gcraStanding(d.Key, now, d.state.TAT, d.Cost)
+			tat := d.Policy.bucket(now, d.state)
+			o.Decisions[i].TAT, o.Decisions[i].Moved = tat, false
+			o.Decisions[i].Usage = d.Policy.gcraStanding(d.Key, now, tat, d.Cost)
 		}
 	}
 }

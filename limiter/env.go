@@ -50,18 +50,18 @@ func (e *env) onOff(name string) bool {
 		return true
 	case "", "off", "false", "0":
 	default:
-		e.bad(name, "%q is not on or off", e.getenv(name))
+		e.bad(name, "%q is not on or off (true or false, 1 or 0)", e.getenv(name))
 	}
 	return false
 }
 
 func (e *env) failMode() FailMode {
-	switch v := FailMode(e.getenv("FAIL_MODE")); v {
+	switch v := FailMode(strings.ToLower(e.getenv("FAIL_MODE"))); v {
 	case "":
 	case FailClosed, FailOpen:
 		return v
 	default:
-		e.bad("FAIL_MODE", "%q is not closed or open", v)
+		e.bad("FAIL_MODE", "%q is not closed or open", e.getenv("FAIL_MODE"))
 	}
 	return FailClosed
 }
@@ -128,7 +128,7 @@ func (e *env) retention() time.Duration {
 	}
 	d, err := parseSpan(v)
 	if err == nil && d < time.Second {
-		err = fmt.Errorf("%q is shorter than 1s", v)
+		err = fmt.Errorf("%q is neither 0 (keep forever) nor at least 1s", v)
 	}
 	if err != nil {
 		e.bad("AUDIT_RETENTION", "%v", err)
@@ -148,15 +148,20 @@ func (e *env) rules() []Rule {
 			e.bad("CLIENT_KEY_SOURCE", "%v", err)
 		}
 	}
-	seed := Policy{Name: DefaultPolicyName, Limit: e.int("RATE_LIMIT", DefaultLimit, 1, 1<<62, "a whole number of at least 1"),
-		Window: time.Second * time.Duration(e.int("WINDOW_SECONDS", int64(DefaultWindow/time.Second), 1, int64(MaxWindow/time.Second),
-			fmt.Sprintf("a whole number of seconds from 1 to %d", int64(MaxWindow/time.Second))))}
-	rules := []Rule{{Policy: seed, KeySource: ks, Routes: []string{DefaultRoute}}}
+	var rules []Rule
 	if v := e.getenv("POLICIES"); v != "" {
+		// RATE_LIMIT and WINDOW_SECONDS are not read: POLICIES replaces
+		// them, whatever they hold.
 		var err error
 		if rules, err = ParseRules(v, ks); err != nil {
 			e.problems = append(e.problems, fmt.Errorf("POLICIES:\n%w", err))
 		}
+	} else {
+		seed := Policy{Name: DefaultPolicyName,
+			Limit: e.int("RATE_LIMIT", DefaultLimit, 1, MaxLimit, fmt.Sprintf("a whole number from 1 to %d", int64(MaxLimit))),
+			Window: time.Second * time.Duration(e.int("WINDOW_SECONDS", int64(DefaultWindow/time.Second), 1, int64(MaxWindow/time.Second),
+				fmt.Sprintf("a whole number of seconds from 1 to %d", int64(MaxWindow/time.Second))))}
+		rules = []Rule{{Policy: seed, KeySource: ks, Routes: []string{DefaultRoute}}}
 	}
 	if e.onOff("SHADOW") {
 		for i := range rules {

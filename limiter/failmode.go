@@ -1,5 +1,7 @@
 package limiter
 
+import "fmt"
+
 // FailMode is what a request gets when the store cannot decide it.
 type FailMode string
 
@@ -8,3 +10,13 @@ const (
 	FailClosed FailMode = "closed"
 	FailOpen   FailMode = "open"
 )
+
+// Validate reports whether m is a fail mode: closed, open, or empty for
+// closed.
+func (m FailMode) Validate() error {
+	switch m {
+	case "", FailClosed, FailOpen:
+		return nil
+	}
+	return fmt.Errorf("fail mode %q is not closed or open", string(m))
+}

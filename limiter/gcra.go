@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -23,15 +24,39 @@ import (
 // at its sustained rate: Window / Limit.
 func (p Policy) Emission() time.Duration { return p.Window / time.Duration(p.Limit) }
 
+// MaxTolerance bounds a GCRA policy's tolerance, Capacity() * Emission():
+// how far ahead of now a bucket's TAT may run. A century keeps every
+// instant the arithmetic reaches inside an int64 of nanoseconds.
+const MaxTolerance = 100 * 365 * 24 * time.Hour
+
 func (p Policy) validateGCRA() []error {
 	var errs []error
 	if p.Limit > 0 && p.Window/time.Duration(p.Limit) < time.Microsecond {
 		errs = append(errs, fmt.Errorf("policy %q: a gcra limit of %d per %v lets a request through more often than every microsecond", p.Name, p.Limit, p.Window))
 	}
-	if p.Burst < 0 || p.Capacity() > MaxBurst {
+	switch {
+	case p.Burst < 0 || p.Burst > MaxBurst:
 		errs = append(errs, fmt.Errorf("policy %q: burst %d is not from 1 to %d", p.Name, p.Burst, MaxBurst))
+	case p.Burst == 0 && p.Limit > MaxBurst:
+		errs = append(errs, fmt.Errorf("policy %q: with no burst set, the burst is the limit, %d, more than %d: set a burst", p.Name, p.Limit, MaxBurst))
+	case p.Limit > 0 && p.Capacity() > int64(MaxTolerance/max(p.Emission(), 1)):
+		errs = append(errs, fmt.Errorf("policy %q: a burst of %d every %v would take more than a century to drain", p.Name, p.Capacity(), p.Emission()))
 	}
 	return errs
+}
+
+// bucket is the TAT st holds, as p counts: a TAT written while the key's
+// emission interval was another (an override set or removed since, a
+// limit changed) holds that many emissions back, and is rescaled to hold
+// as many of p's, at most a whole bucket. Without it, raising a key's
+// limit would leave it waiting out the old, slower rate.
+func (p Policy) bucket(now time.Time, st State) time.Time {
+	t := p.Emission()
+	if st.Emission <= 0 || st.Emission == t || !st.TAT.After(now) {
+		return st.TAT
+	}
+	owed := float64(st.TAT.Sub(now)) / float64(st.Emission) * float64(t)
+	return now.Add(time.Duration(math.Round(min(owed, float64(p.Capacity())*float64(t)))))
 }
 
 // gcraFits reports whether an attempt of cost at now fits a bucket whose

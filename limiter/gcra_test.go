@@ -64,3 +64,59 @@ func TestGCRAPoliciesAreChecked(t *testing.T) {
 		t.Errorf("a GCRA policy without a burst: %v", err)
 	}
 }
+
+// TestAChangedRateRescalesTheBucket: a key that used its whole bucket at
+// 10 a minute (T = 6 s, the TAT a minute ahead) is given 1000 a minute
+// (T = 60 ms). The bucket held back 10 emissions; it now holds back 10 of
+// the new rate, and 990 pass at once, as a window's count of 10 under a
+// raised limit leaves 990. Read in the old rate's time, the TAT would
+// keep the key waiting for most of a minute for one request. Lowered
+// again, a bucket is at most full: the key waits one emission, not the
+// hours its 1000 emissions would take at 10 a minute.
+func TestAChangedRateRescalesTheBucket(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	slow := limiter.Policy{Name: "tokens", Limit: 10, Window: time.Minute, Algorithm: limiter.GCRA}
+	fast := slow.With(&limiter.Override{Limit: 1000})
+	full := limiter.State{TAT: now.Add(time.Minute), Emission: slow.Emission()}
+	d := limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}.Outcome([]limiter.State{full}).Decisions[0]
+	if !d.Allowed || d.Remaining != 989 || !d.TAT.Equal(now.Add(11*fast.Emission())) {
+		t.Errorf("raised to 1000/min: allowed %v, remaining %d, TAT %v; want allowed, 989 left, TAT 11 emissions ahead", d.Allowed, d.Remaining, d.TAT.Sub(now))
+	}
+	u := fast.UsageAt("k", now, full)
+	if u.Remaining != 990 {
+		t.Errorf("/status after the raise: %d remaining, want 990", u.Remaining)
+	}
+	drained := limiter.State{TAT: now.Add(time.Minute), Emission: fast.Emission()} // 1000 emissions of 60 ms
+	d = limiter.Attempt{Checks: []limiter.Check{{Policy: slow, Key: "k"}}, Now: now}.Outcome([]limiter.State{drained}).Decisions[0]
+	if d.Allowed || d.ResetAfter != slow.Emission() {
+		t.Errorf("lowered to 10/min: allowed %v, reset after %v; want denied for one emission, %v", d.Allowed, d.ResetAfter, slow.Emission())
+	}
+	// A TAT written with the policy's own rate, or by a store that keeps
+	// no rate, is read as it is.
+	for _, st := range []limiter.State{{TAT: now.Add(time.Minute), Emission: fast.Emission()}, {TAT: now.Add(time.Minute)}} {
+		if d := (limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}).Outcome([]limiter.State{st}).Decisions[0]; d.Allowed {
+			t.Errorf("a full bucket at the policy's own rate (%v): allowed", st.Emission)
+		}
+	}
+}
+
+// TestGCRABoundsKeepTheArithmeticInside: a limit beyond the burst bound
+// with no burst set says to set one (not "burst 0"), and a bucket that
+// would take more than a century to drain is refused, where its
+// nanoseconds would overflow.
+func TestGCRABoundsKeepTheArithmeticInside(t *testing.T) {
+	for _, tc := range []struct {
+		p    limiter.Policy
+		want string
+	}{
+		{limiter.Policy{Name: "a", Limit: 5_000_000_000, Window: 30 * 24 * time.Hour, Algorithm: limiter.GCRA}, "with no burst set, the burst is the limit, 5000000000"},
+		{limiter.Policy{Name: "a", Limit: 1, Window: 30 * 24 * time.Hour, Algorithm: limiter.GCRA, Burst: 1300}, "more than a century to drain"},
+	} {
+		if err := tc.p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.p, err, tc.want)
+		}
+	}
+	if err := (limiter.Policy{Name: "a", Limit: 1, Window: 30 * 24 * time.Hour, Algorithm: limiter.GCRA, Burst: 1200}).Validate(); err != nil {
+		t.Errorf("a burst of 1200 months: %v", err)
+	}
+}

@@ -1,8 +1,10 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // KeyKind is where a request's client key comes from.
@@ -18,8 +20,12 @@ const (
 	KeyFromClaim KeyKind = "claim"
 )
 
-// KeySource says how a request's client key is found.
+// KeySource says how a request's client key is found. The zero KeySource
+// reads the X-Client-Key header, as the design note has it: any client can
+// set that header, so a public route wants KeyFromSourceIP, KeyFromClaim,
+// or a key function of your own.
 type KeySource struct {
+	// Kind is where the key comes from; empty means KeyFromHeader.
 	Kind KeyKind
 	// Claim names the JWT claim when Kind is KeyFromClaim.
 	Claim string
@@ -35,11 +41,37 @@ func (k KeySource) String() string {
 
 // ParseKeySource reads "header", "source-ip" or "claim:NAME".
 func ParseKeySource(s string) (KeySource, error) {
+	var k KeySource
 	switch claim, isClaim := strings.CutPrefix(s, string(KeyFromClaim)+":"); {
 	case s == string(KeyFromHeader) || s == string(KeyFromSourceIP):
-		return KeySource{Kind: KeyKind(s)}, nil
+		k = KeySource{Kind: KeyKind(s)}
 	case isClaim && claim != "":
-		return KeySource{Kind: KeyFromClaim, Claim: claim}, nil
+		k = KeySource{Kind: KeyFromClaim, Claim: claim}
+	default:
+		return KeySource{}, fmt.Errorf("%q is not header, source-ip or claim:NAME", s)
 	}
-	return KeySource{}, fmt.Errorf("%q is not header, source-ip or claim:NAME", s)
+	return k, k.Validate()
+}
+
+// Validate reports what is wrong with k, or nil: a kind that is none of
+// the three, a claim kind without a claim name, a claim name with spaces
+// or control characters (no authorizer's claim is named so), or a claim
+// name on another kind.
+func (k KeySource) Validate() error {
+	switch k.Kind {
+	case "", KeyFromHeader, KeyFromSourceIP:
+		if k.Claim != "" {
+			return fmt.Errorf("key source %q takes no claim name (%q)", k.Kind, k.Claim)
+		}
+		return nil
+	case KeyFromClaim:
+		if k.Claim == "" {
+			return errors.New("key source claim has no claim name: claim:NAME")
+		}
+		if len(k.Claim) > 128 || strings.IndexFunc(k.Claim, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return fmt.Errorf("claim name %q is not 1 to 128 characters without spaces or control characters", k.Claim)
+		}
+		return nil
+	}
+	return fmt.Errorf("key source %q is not header, source-ip or claim", string(k.Kind))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -21,14 +22,23 @@ type Limiter struct {
 	Policies []Policy
 	// Now reads the clock, once per check. Defaults to time.Now.
 	Now func() time.Time
+
+	// Policies are validated at the first check (ValidatePolicies); they
+	// must not change after it.
+	validated sync.Once
+	invalid   error
 }
+
+// ErrInvalidPolicies is a Limiter whose Policies ValidatePolicies refuses:
+// every check fails with it.
+var ErrInvalidPolicies = errors.New("invalid policies")
 
 // Request is one check.
 type Request struct {
 	// Key is the client key to count under; it must be a valid key.
 	Key string
-	// Cost is what the request counts as, from 1 to the largest limit (or
-	// GCRA burst) among the policies checked; zero means 1.
+	// Cost is what the request counts as, zero meaning 1; see
+	// ValidateCosts for what it may be.
 	Cost int64
 	// Policies name the policies to check, each at most once; none means
 	// every policy of the Limiter.
@@ -40,6 +50,7 @@ type Request struct {
 // Errors a check is refused with, before anything is counted.
 var (
 	ErrUnknownPolicy = errors.New("no such policy")
+	ErrPolicyTwice   = errors.New("a policy is named twice")
 	ErrInvalidCost   = errors.New("invalid cost")
 )
 
@@ -56,11 +67,18 @@ func (l *Limiter) Check(ctx context.Context, key string, cost int64, policies ..
 }
 
 // Attempt is the attempt r asks for at now, or why it cannot be made:
-// ErrInvalidKey, ErrUnknownPolicy or ErrInvalidCost, wrapped with what is
-// wrong; or the store's error, reading overrides. A cost beyond every
-// checked policy's limit is refused, unless an override gives the key a
-// limit it fits: only then are the key's overrides read.
+// ErrInvalidPolicies, ErrInvalidKey, ErrUnknownPolicy, ErrPolicyTwice or
+// ErrInvalidCost, wrapped with what is
+// wrong; or the store's error, reading overrides (ValidateCosts).
 func (l *Limiter) Attempt(ctx context.Context, now time.Time, r Request) (Attempt, error) {
+	l.validated.Do(func() {
+		if err := ValidatePolicies(l.Policies); err != nil {
+			l.invalid = fmt.Errorf("%w: %w", ErrInvalidPolicies, err)
+		}
+	})
+	if l.invalid != nil {
+		return Attempt{}, l.invalid
+	}
 	if err := ValidKey(r.Key); err != nil {
 		return Attempt{}, err
 	}
@@ -73,7 +91,7 @@ func (l *Limiter) Attempt(ctx context.Context, now time.Time, r Request) (Attemp
 			case j < 0:
 				return Attempt{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, name)
 			case slices.Contains(r.Policies[:i], name):
-				return Attempt{}, fmt.Errorf("%w: %q is named twice", ErrUnknownPolicy, name)
+				return Attempt{}, fmt.Errorf("%w: %q", ErrPolicyTwice, name)
 			}
 			policies[i] = l.Policies[j]
 		}
@@ -81,46 +99,22 @@ func (l *Limiter) Attempt(ctx context.Context, now time.Time, r Request) (Attemp
 	if len(policies) == 0 {
 		return Attempt{}, fmt.Errorf("%w: none applies", ErrUnknownPolicy)
 	}
-	cost, most := max(r.Cost, 1), largestLimit(policies)
-	if r.Cost >= 0 && cost > most {
-		raised, err := l.overridden(ctx, policies, r.Key)
-		if err != nil {
-			return Attempt{}, err
-		}
-		most = max(most, raised)
-	}
-	if r.Cost < 0 || cost > most {
-		return Attempt{}, fmt.Errorf("%w: %d is not from 1 to %d, the largest limit checked", ErrInvalidCost, r.Cost, most)
+	if r.Cost < 0 {
+		return Attempt{}, fmt.Errorf("%w: %d is below 1", ErrInvalidCost, r.Cost)
 	}
 	a := Attempt{Checks: make([]Check, len(policies)), Now: now, Route: r.Route, RequestID: r.RequestID}
 	for i, p := range policies {
-		a.Checks[i] = Check{Policy: p, Key: r.Key, Cost: cost}
+		a.Checks[i] = Check{Policy: p, Key: r.Key, Cost: r.Cost}
+	}
+	// The check contract's bound, the largest limit checked, matters
+	// with shadows only: an enforced policy's is tighter (ValidateCosts).
+	switch fits, err := fitting(ctx, l.Store, a.Checks); {
+	case err != nil:
+		return Attempt{}, err
+	case fits == 0:
+		return Attempt{}, fmt.Errorf("%w: %d is more than the largest limit checked", ErrInvalidCost, max(r.Cost, 1))
 	}
 	return a, nil
-}
-
-// largestLimit is the largest limit (or GCRA burst) among policies.
-func largestLimit(policies []Policy) int64 {
-	var most int64
-	for _, p := range policies {
-		most = max(most, p.Limit, p.Capacity())
-	}
-	return most
-}
-
-// overridden is the largest limit key's overrides give it among policies.
-func (l *Limiter) overridden(ctx context.Context, policies []Policy, key string) (int64, error) {
-	var most int64
-	for _, p := range policies {
-		o, err := l.Store.Override(ctx, p, key)
-		if err != nil {
-			return 0, err
-		}
-		if o != nil {
-			most = max(most, largestLimit([]Policy{p.With(o)}))
-		}
-	}
-	return most, nil
 }
 
 func (l *Limiter) now() time.Time {

@@ -46,7 +46,8 @@ type Policy struct {
 	// Namespace keeps this policy's counters apart from other policies' in a
 	// shared store. Empty means the stored key is the client key exactly, as
 	// the design note's layout has it; at most one policy per store may leave
-	// it empty. Otherwise the stored key is Namespace, a unit separator
+	// it empty, and no two may share one (ValidatePolicies refuses both;
+	// POLICIES uses each policy's name, and none for "ping"). Otherwise the stored key is Namespace, a unit separator
 	// (U+001F), and the client key: ValidKey rejects control characters, so no
 	// client key can collide with a namespaced one.
 	Namespace string
@@ -66,8 +67,9 @@ func (p Policy) IsSliding() bool { return p.Algorithm == Sliding }
 // IsGCRA reports whether p is a GCRA token bucket.
 func (p Policy) IsGCRA() bool { return p.Algorithm == GCRA }
 
-// Capacity is, for GCRA, how many requests may pass at once: Burst, or
-// Limit when Burst is not set.
+// Capacity is the most one attempt may cost and still pass: for GCRA, how
+// many requests may pass at once (Burst, or Limit when Burst is not set);
+// for the windows, Limit.
 func (p Policy) Capacity() int64 {
 	if p.Burst > 0 {
 		return p.Burst
@@ -83,14 +85,34 @@ const MaxBurst = 1_000_000_000
 // MaxWindow is the longest window a policy may have.
 const MaxWindow = 30 * 24 * time.Hour
 
+// MaxLimit is the largest limit a policy may have, fifteen nines: any
+// count a store adds up to stays far inside an int64 (see MaxCount), and
+// a float64 holds every count exactly, for the sliding window's weighing.
+const MaxLimit = 999_999_999_999_999
+
+// MaxCount is where a stored count stops growing: the windows count every
+// attempt, denied ones too, and a client denied long enough at a large
+// cost would otherwise overflow the counter. A count this high denies
+// under any limit.
+const MaxCount = 1 << 62
+
+// MaxNamespaceBytes bounds a namespace, which prefixes every stored key of
+// its policy.
+const MaxNamespaceBytes = 64
+
+// MaxPolicies is how many policies one configuration may hold: one
+// decision counts under all of a request's policies in one transaction,
+// and DynamoDB's holds 100 items.
+const MaxPolicies = 32
+
 // Validate reports what is wrong with p, or nil.
 func (p Policy) Validate() error {
 	var errs []error
 	if p.Name == "" {
 		errs = append(errs, errors.New("policy name is empty"))
 	}
-	if p.Limit < 1 {
-		errs = append(errs, fmt.Errorf("policy %q: limit %d is below 1", p.Name, p.Limit))
+	if p.Limit < 1 || p.Limit > MaxLimit {
+		errs = append(errs, fmt.Errorf("policy %q: limit %d is not from 1 to %d", p.Name, p.Limit, int64(MaxLimit)))
 	}
 	if p.Window < time.Second || p.Window > MaxWindow || p.Window%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("policy %q: window %v is not a whole number of seconds between 1s and %v", p.Name, p.Window, MaxWindow))
@@ -104,6 +126,11 @@ func (p Policy) Validate() error {
 		errs = append(errs, p.validateGCRA()...)
 	default:
 		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed, sliding or gcra", p.Name, string(p.Algorithm)))
+	}
+	if p.Namespace != "" {
+		if err := ValidKey(p.Namespace); err != nil || len(p.Namespace) > MaxNamespaceBytes {
+			errs = append(errs, fmt.Errorf("policy %q: namespace %q is not 1 to %d bytes of UTF-8 without control characters", p.Name, p.Namespace, MaxNamespaceBytes))
+		}
 	}
 	for _, r := range p.Name {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ft251/ratelimit/limiter/internal/strictjson"
 )
 
 // DefaultPolicyName names the seed's policy, from RATE_LIMIT and
@@ -47,6 +48,35 @@ type ruleJSON struct {
 	Shadow    bool     `json:"shadow"`
 }
 
+// Validate reports what is wrong with r, apart from its routes, which are
+// the HTTP layer's to check: its policy, its key source, and its cost,
+// which no attempt could pass above the policy's capacity.
+func (r Rule) Validate() error {
+	errs := []error{r.Policy.Validate()}
+	if err := r.KeySource.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("policy %q: %w", r.Policy.Name, err))
+	}
+	if most := r.Policy.Capacity(); r.Cost < 0 || r.Cost > most {
+		errs = append(errs, fmt.Errorf("policy %q: cost %d is not from 1 to %d, the most one request can pass", r.Policy.Name, r.Cost, most))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRules reports what is wrong with rules as one configuration:
+// each rule, and their policies together (ValidatePolicies).
+func ValidateRules(rules []Rule) error {
+	policies := make([]Policy, len(rules))
+	var errs []error
+	for i, r := range rules {
+		policies[i] = r.Policy
+		if err := r.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, together(policies)...)
+	return errors.Join(errs...)
+}
+
 // ParseRules reads POLICIES: a JSON array of {"name", "limit", "window",
 // "algorithm", "burst", "key", "routes", "cost", "shadow"}. window is a
 // duration ("60s", "24h") or days ("30d"); algorithm is fixed (default),
@@ -69,28 +99,23 @@ func ParseRules(v string, defaultKey KeySource) ([]Rule, error) {
 		return nil, errors.New("no policies")
 	}
 	var errs []error
-	seen := map[string]bool{}
-	rules := make([]Rule, len(elems))
+	rules := make([]Rule, 0, len(elems))
 	for i, elem := range elems {
 		var r ruleJSON
-		dec := json.NewDecoder(bytes.NewReader(elem))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&r); err != nil {
+		if err := strictjson.Decode(elem, &r); err != nil {
 			errs = append(errs, fmt.Errorf("policy %d: %v", i+1, jsonProblem(err)))
 			continue
 		}
-		if seen[r.Name] {
-			errs = append(errs, fmt.Errorf("policy %q is named twice", r.Name))
-		}
-		seen[r.Name] = true
-		var problems []error
-		rules[i], problems = r.rule(defaultKey)
+		rule, problems := r.rule(defaultKey)
+		rules = append(rules, rule)
 		errs = append(errs, problems...)
 	}
+	errs = append(errs, ValidateRules(rules))
 	return rules, errors.Join(errs...)
 }
 
-// rule turns one POLICIES element into a Rule, with every problem found.
+// rule turns one POLICIES element into a Rule, with the problems only its
+// JSON can have; ValidateRules finds the others.
 func (r ruleJSON) rule(defaultKey KeySource) (Rule, []error) {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -103,13 +128,14 @@ func (r ruleJSON) rule(defaultKey KeySource) (Rule, []error) {
 	if r.Burst != nil {
 		if p.Burst = *r.Burst; p.Burst < 1 {
 			bad("burst %d is below 1", p.Burst)
-			p.Burst = 1 // reported; check the rest
+			p.Burst = 0 // reported; check the rest
 		}
 	}
 	var cost int64 // zero: 1
 	if r.Cost != nil {
-		if cost = *r.Cost; cost < 1 || cost > max(p.Limit, p.Capacity()) {
-			bad("cost %d is not from 1 to the limit, %d", cost, max(p.Limit, p.Capacity()))
+		if cost = *r.Cost; cost < 1 {
+			bad("cost %d is below 1", cost)
+			cost = 0
 		}
 	}
 	switch w, err := parseSpan(r.Window); {
@@ -122,14 +148,12 @@ func (r ruleJSON) rule(defaultKey KeySource) (Rule, []error) {
 	default:
 		p.Window = w
 	}
-	if err := p.Validate(); err != nil {
-		errs = append(errs, err)
-	}
 	ks := defaultKey
 	if r.Key != "" {
 		var err error
 		if ks, err = ParseKeySource(r.Key); err != nil {
 			bad("key: %v", err)
+			ks = defaultKey
 		}
 	}
 	routes := r.Routes
@@ -165,8 +189,9 @@ func jsonProblem(err error) string {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
 	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return "unknown member " + f + "; members are name, limit, window, algorithm, burst, key, routes, cost, shadow"
+	var member *strictjson.MemberError
+	if errors.As(err, &member) {
+		return member.Error()
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }

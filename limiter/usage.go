@@ -34,7 +34,7 @@ type Usage struct {
 // of the window before it, or a GCRA policy's TAT.
 func (p Policy) UsageAt(key string, now time.Time, st State) Usage {
 	if p.IsGCRA() {
-		return p.gcraUsage(key, now, st.TAT)
+		return p.gcraUsage(key, now, p.bucket(now, st))
 	}
 	cur, prev := st.Cur, st.Prev
 	start := WindowStart(now, p.Window)

@@ -1,0 +1,106 @@
+// Package strictjson decodes one JSON object into a struct the way a
+// contract written as JSON reads: member names exactly as the struct's
+// json tags spell them, each at most once, no others. encoding/json alone
+// matches names regardless of case ({"Key": ...} fills "key") and lets the
+// last of two equal names win ({"key": "a", "key": "b"}), so a body that
+// means something else to another parser passes unnoticed.
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// MemberError is a member that v has no field for, or has twice.
+type MemberError struct {
+	Name string
+	// Twice is true for a member given twice, false for an unknown one.
+	Twice bool
+	// Members are the names v has, in its fields' order.
+	Members []string
+}
+
+func (e *MemberError) Error() string {
+	if e.Twice {
+		return fmt.Sprintf("member %q is given twice", e.Name)
+	}
+	return fmt.Sprintf("unknown member %q; members are %s", e.Name, strings.Join(e.Members, ", "))
+}
+
+// ErrTrailing is data after the one JSON value.
+var ErrTrailing = errors.New("more than one JSON value")
+
+// Decode decodes data, one JSON value, into v, a pointer to a struct. A
+// value that is an object is first checked member by member: the first
+// member v has no exact field for, or that comes twice, is a *MemberError.
+// Other problems are encoding/json's errors (*json.SyntaxError,
+// *json.UnmarshalTypeError, io.EOF for no value at all), or ErrTrailing.
+func Decode(data []byte, v any) error {
+	members := names(reflect.TypeOf(v).Elem())
+	if err := checkMembers(data, members); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ErrTrailing
+	}
+	return nil
+}
+
+// checkMembers checks the member names of data's top-level object, if it
+// is one; anything else is left for the decoder to report.
+func checkMembers(data []byte, members []string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := tok.(string)
+		switch {
+		case !slices.Contains(members, name):
+			return &MemberError{Name: name, Members: members}
+		case seen[name]:
+			return &MemberError{Name: name, Twice: true, Members: members}
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// names are the JSON names of t's exported fields.
+func names(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
