@@ -28,8 +28,10 @@ const DefaultRejectCacheSize = 10000
 // to the store when the first denial came back), not every attempt.
 // Allowed requests and their audit records are unaffected.
 //
-// It is safe for simultaneous use by multiple goroutines. Usage, Prune and
-// Close go straight to the wrapped store.
+// It is safe for simultaneous use by multiple goroutines. Usage, Prune,
+// Override and Close go straight to the wrapped store; SetOverride,
+// DeleteOverride and Reset do too, and forget what this process remembers
+// of the key.
 type RejectCache struct {
 	Store
 	size int
@@ -123,7 +125,7 @@ func (m denial) recall(a Attempt) (Outcome, bool) {
 		}
 		switch start := WindowStart(a.Now, a.Checks[i].Policy.Window); {
 		case d.Policy.IsGCRA():
-			states[i].TAT = d.state.TAT
+			states[i].TAT, states[i].Emission = d.state.TAT, d.state.Emission
 		case start.Equal(d.WindowStart):
 			states[i] = d.state
 		case start.Equal(d.WindowStart.Add(d.Policy.Window)):
@@ -171,4 +173,41 @@ func (c *RejectCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.denied)
+}
+
+// SetOverride sets the override in the store and forgets this process's
+// denials of the key under p, so that the next attempt here is decided
+// under the new limit, not remembered under the old one. Other processes
+// forget theirs within MaxRemembered.
+func (c *RejectCache) SetOverride(ctx context.Context, p Policy, key string, o Override) (*Override, error) {
+	defer c.forget(p.StoreKey(key))
+	return c.Store.SetOverride(ctx, p, key, o)
+}
+
+// DeleteOverride deletes the override in the store and forgets this
+// process's denials of the key under p, as SetOverride does.
+func (c *RejectCache) DeleteOverride(ctx context.Context, p Policy, key string) (*Override, error) {
+	defer c.forget(p.StoreKey(key))
+	return c.Store.DeleteOverride(ctx, p, key)
+}
+
+// Reset resets the key's counts in the store and forgets this process's
+// denials of it under p, as SetOverride does.
+func (c *RejectCache) Reset(ctx context.Context, p Policy, key string, now time.Time) error {
+	defer c.forget(p.StoreKey(key))
+	return c.Store.Reset(ctx, p, key, now)
+}
+
+// forget drops every remembered denial of an attempt that counted under
+// storeKey. A signature is store keys and window lengths, each ended by a
+// NUL, which no store key holds; a window length that reads like the
+// store key only makes it forget more, which is safe.
+func (c *RejectCache) forget(storeKey string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for sig := range c.denied {
+		if strings.HasPrefix(sig, storeKey+"\x00") || strings.Contains(sig, "\x00"+storeKey+"\x00") {
+			delete(c.denied, sig)
+		}
+	}
 }
