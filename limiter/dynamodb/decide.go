@@ -19,6 +19,9 @@ type decision struct {
 	a      limiter.Attempt // with the effective policies
 	states []limiter.State
 	keys   []map[string]types.AttributeValue // each window check's counter; nil for GCRA
+	// denied marks the checks known to have denied the attempt: by what
+	// was read, or by a failed condition. The others may have allowed it.
+	denied []bool
 }
 
 // Allow counts the attempt under each check and decides it; see the
@@ -51,10 +54,13 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 		}
 		if !allowed {
 			// Count the denied attempt under every window policy, all or
-			// none; GCRA buckets do not move for a denied attempt.
+			// none; GCRA buckets do not move for a denied attempt. If
+			// that fails, the attempt is denied all the same, uncounted:
+			// answering an error would let it through under FAIL_MODE
+			// open, the one answer it must not get.
 			if items := d.counts(s, false); len(items) > 0 {
 				if err := s.transact(ctx, "count denied", items); err != nil {
-					return limiter.Outcome{}, err
+					return d.estimate(false), nil
 				}
 			}
 		}
@@ -72,10 +78,14 @@ var errBucketMoved = errors.New("a GCRA bucket moved")
 // whatever the writes would find (a cost beyond a window's room, a GCRA
 // bucket too full) writes nothing here.
 func (s *Store) tryAllow(ctx context.Context, d *decision) (bool, error) {
+	denied := false
 	for i, c := range d.a.Checks {
 		if !c.Policy.Shadow && (d.below(i) < 1 || c.Policy.IsGCRA() && !d.fits(i)) {
-			return false, nil
+			d.denied[i], denied = true, true
 		}
+	}
+	if denied {
+		return false, nil
 	}
 	counts := d.counts(s, true)
 	items := append(counts, d.buckets(s)...)
@@ -88,12 +98,52 @@ func (s *Store) tryAllow(ctx context.Context, d *decision) (bool, error) {
 	case !errors.As(err, &failed):
 		return false, err
 	}
-	for _, i := range failed.items {
-		if i < len(counts) {
-			return false, nil // a window at its limit: only enforced counters have conditions
+	full := false
+	for _, item := range failed.items {
+		if item < len(counts) {
+			// A window at its limit (only enforced counters have
+			// conditions): the item'th window check.
+			d.denied[d.windowCheck(item)], full = true, true
 		}
 	}
+	if full {
+		return false, nil
+	}
 	return false, errBucketMoved
+}
+
+// windowCheck is the index of the check whose counter is the n'th of
+// counts' items: they follow the window checks in order.
+func (d *decision) windowCheck(n int) int {
+	for i, k := range d.keys {
+		if k == nil {
+			continue
+		}
+		if n == 0 {
+			return i
+		}
+		n--
+	}
+	return 0
+}
+
+// estimate is the outcome when the counts written cannot be read back
+// (the writes were applied, or, for a denial, not): the decision stands,
+// and each window's count is the least it can be, the attempt's own cost,
+// or, under a policy known to have denied it, one more than its limit
+// allows. It never tells a client to wait for a policy that did not deny
+// it; it may tell one that more is left than is.
+func (d *decision) estimate(allowed bool) limiter.Outcome {
+	for i, c := range d.a.Checks {
+		if d.keys[i] == nil {
+			continue
+		}
+		d.states[i].Cur = c.Units()
+		if d.denied[i] {
+			d.states[i].Cur = d.below(i) + c.Units()
+		}
+	}
+	return d.a.Decided(d.states, allowed)
 }
 
 // fits reports whether GCRA check i lets the attempt through, from the
@@ -117,7 +167,7 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 	if err := s.read(ctx, r); err != nil {
 		return nil, err
 	}
-	d := &decision{a: a, states: make([]limiter.State, len(a.Checks)), keys: make([]map[string]types.AttributeValue, len(a.Checks))}
+	d := &decision{a: a, states: make([]limiter.State, len(a.Checks)), keys: make([]map[string]types.AttributeValue, len(a.Checks)), denied: make([]bool, len(a.Checks))}
 	d.a.Checks = make([]limiter.Check, len(a.Checks))
 	for i, c := range a.Checks {
 		o, err := overrideOf(overrides[i]())
@@ -192,10 +242,10 @@ func (d *decision) buckets(s *Store) []types.TransactWriteItem {
 		u := &types.Update{
 			TableName:                &s.cfg.Table,
 			Key:                      BucketKey(c.Policy, c.Key),
-			UpdateExpression:         aws.String("SET #t = :next, #e = :e"),
-			ExpressionAttributeNames: map[string]string{"#t": attrTAT, "#e": attrExpires},
+			UpdateExpression:         aws.String("SET #t = :next, #m = :emission, #e = :e"),
+			ExpressionAttributeNames: map[string]string{"#t": attrTAT, "#m": attrEmission, "#e": attrExpires},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":next": num(next.UnixNano()), ":e": num(next.Unix() + 1),
+				":next": num(next.UnixNano()), ":emission": num(int64(c.Policy.Emission())), ":e": num(next.Unix() + 1),
 			},
 			ConditionExpression: aws.String("attribute_not_exists(#t)"),
 		}
@@ -221,7 +271,11 @@ func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (limiter
 	}
 	if len(r.keys) > 0 {
 		if err := s.read(ctx, r); err != nil {
-			return limiter.Outcome{}, err
+			// The attempt was decided, and its writes are done: a read
+			// failing now must not turn a decision into an error, which
+			// would be answered by the fail mode as if nothing had been
+			// counted.
+			return d.estimate(allowed), nil
 		}
 	}
 	for i, get := range counters {

@@ -1,7 +1,9 @@
 package dynamodb
 
 import (
+	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,6 +19,9 @@ const (
 	attrWindow  = "window_seconds"
 	attrExpires = "expires_at"
 	attrTAT     = "tat"
+	// attrEmission is the emission interval, in nanoseconds, a bucket's
+	// TAT was written with (limiter.State.Emission).
+	attrEmission = "emission_ns"
 	attrLimit   = "limit"
 	attrBurst   = "burst"
 )
@@ -80,5 +85,11 @@ func numberOf(item map[string]types.AttributeValue, attr string) (int64, error) 
 	if !ok {
 		return 0, nil
 	}
-	return strconv.ParseInt(v.Value, 10, 64)
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v.Value, "-") {
+		// The windows count denied attempts unconditionally: a count
+		// past an int64 denies under any limit, as limiter.MaxCount does.
+		return limiter.MaxCount, nil
+	}
+	return n, err
 }

@@ -191,9 +191,12 @@ func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
 
 // TestADenialIsCountedUnderEveryPolicyOrNone: two policies, the first at
 // its limit, and the write that counts the denied attempt fails (a 500,
-// never applied): neither counter moves. It succeeds on the next try: both
-// move. The denial used to be one UpdateItem per policy, so a failure
-// among them counted it under some policies only.
+// never applied): neither counter moves, and the attempt is still
+// answered denied, held back by the first policy alone (an error would be
+// answered by the fail mode, and FAIL_MODE=open would let a client over
+// its limit through). It succeeds on the next try: both move. The denial
+// used to be one UpdateItem per policy, so a failure among them counted
+// it under some policies only.
 func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
@@ -213,8 +216,12 @@ func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
 	// goes through, the second fails.
 	proxy.Fail("TransactWriteItems", 1, 10)
 	proxy.Fail("UpdateItem", 1, 10)
-	if _, err := s.Allow(context.Background(), a("2")); err == nil {
-		t.Fatal("a denial whose write failed was answered as if counted")
+	o, err := s.Allow(context.Background(), a("2"))
+	if err != nil || o.Allowed {
+		t.Fatalf("a denial whose count failed: %+v, %v; want denied, no error", o, err)
+	}
+	if held := o.HoldingBack(); len(held) != 1 || held[0].Policy.Name != "ping" || o.RetryAfter() > time.Hour {
+		t.Errorf("a denial whose count failed is held back by %+v for %v, want ping alone, within its hour", held, o.RetryAfter())
 	}
 	ct, _ := stored(t, endpoint, table, tight, "k", t0)
 	cl, _ := stored(t, endpoint, table, loose, "k", t0)
@@ -274,5 +281,31 @@ func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
 	}
 	if len(pks) != 2*(1+len(forged)) {
 		t.Errorf("%d items, want a counter and an audit record for each of %d keys", len(pks), 1+len(forged))
+	}
+}
+
+// TestADecisionWhoseCountsCannotBeReadBackStands: the transaction of an
+// allowed attempt is applied, then every read of the counts back fails.
+// The attempt was counted and audited: it is answered allowed, not with an
+// error that the fail mode would answer as if nothing had been counted
+// (closed: a 503 for a request that used up a unit; open: "degraded").
+func TestADecisionWhoseCountsCannotBeReadBackStands(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	s := open(t, proxy.URL, table)
+	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
+	// The first GetItem reads the override, before the write; the next
+	// ones read the count back.
+	proxy.Fail("GetItem", 1, 100)
+	o, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
+	if err != nil || !o.Allowed {
+		t.Fatalf("allow = %+v, %v; want allowed", o, err)
+	}
+	if d := o.Decisions[0]; d.Count < 1 || d.Remaining > 4 {
+		t.Errorf("told count %d, remaining %d: want at least the attempt itself counted", d.Count, d.Remaining)
+	}
+	if count, audit := stored(t, endpoint, table, p, "k", t0); count != 1 || audit != 1 {
+		t.Errorf("stored count %d with %d audit records, want 1 and 1", count, audit)
 	}
 }

@@ -68,7 +68,8 @@ func (r *reads) state(p limiter.Policy, key string, now time.Time, current bool)
 			if err != nil || ns == 0 {
 				return limiter.State{}, err
 			}
-			return limiter.State{TAT: time.Unix(0, ns)}, nil
+			emission, err := numberOf(bucket(), attrEmission)
+			return limiter.State{TAT: time.Unix(0, ns), Emission: time.Duration(emission)}, err
 		}
 	}
 	none := func() map[string]types.AttributeValue { return nil }
