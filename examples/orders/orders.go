@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -27,7 +26,7 @@ func user(r *http.Request) (string, error) {
 	if u := strings.TrimSpace(r.Header.Get("X-User")); u != "" {
 		return u, nil
 	}
-	return "", errors.New("sign in first: no X-User")
+	return "", httpapi.Unauthenticated("Sign in first: the request has no X-User.")
 }
 
 // guard wraps the shop's routes in the limiter's middleware: the requests

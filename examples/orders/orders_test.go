@@ -71,8 +71,8 @@ func script(t *testing.T, send sender) {
 	if r := send(t, "POST", "/orders", "bob"); r.status != 201 {
 		t.Errorf("another user's order: %d, want 201", r.status)
 	}
-	if r := send(t, "POST", "/orders", ""); r.status != 400 || r.problem["type"] != "urn:ratelimit:problem:invalid-client-key" {
-		t.Errorf("an order without a user: %d %v, want 400 invalid-client-key", r.status, r.problem)
+	if r := send(t, "POST", "/orders", ""); r.status != 401 || r.problem["type"] != "urn:ratelimit:problem:unauthenticated" || r.header.Get("WWW-Authenticate") != "Bearer" {
+		t.Errorf("an order without a user: %d %v %v, want 401 unauthenticated with WWW-Authenticate", r.status, r.problem, r.header)
 	}
 	if r := send(t, "GET", "/health", ""); r.status != 200 || r.header.Get("RateLimit") != "" {
 		t.Errorf("health: %d %v, want 200, unlimited", r.status, r.header)

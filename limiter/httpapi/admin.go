@@ -1,12 +1,9 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -31,6 +28,13 @@ func (a *API) adminRoutes() http.Handler {
 	mux.HandleFunc("DELETE "+adminOverride, a.adminAction(a.deleteOverride))
 	mux.HandleFunc("DELETE "+adminCounters, a.adminAction(a.resetCounters))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.EscapedPath(); cleanPath(p) != p {
+			// ServeMux would redirect to the cleaned path: an admin
+			// client is told the path it sent is not a route instead,
+			// and nothing is changed at an address it did not name.
+			requestFrom(r.Context()).fail(notFound(r))
+			return
+		}
 		h, pattern := mux.Handler(r)
 		if pattern != "" {
 			mux.ServeHTTP(w, r) // which sets the path's values; Handler does not
@@ -49,6 +53,19 @@ func (a *API) adminRoutes() http.Handler {
 		p.header.Set("Allow", probe.header.Get("Allow"))
 		req.fail(p)
 	})
+}
+
+// cleanPath is p as ServeMux cleans it before matching: no empty, "." or
+// ".." segments, the trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	c := path.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // headerProbe records what a handler would answer, and discards it.
@@ -83,6 +100,12 @@ func (a *API) adminAction(action func(*request, adminTarget) error) http.Handler
 			req.fail(invalidKey(err))
 			return
 		}
+		if strings.Trim(key, " \t") != key {
+			// Requests' keys are trimmed (X-Client-Key, /check's key):
+			// an override or reset of this one would never apply.
+			req.fail(problem(http.StatusBadRequest, TypeInvalidKey, "The key has spaces or tabs around it, which no request's key has."))
+			return
+		}
 		req.key = key
 		if err := action(req, adminTarget{policy: p, key: key}); err != nil {
 			req.fail(err)
@@ -114,7 +137,7 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 		Limit *int64 `json:"limit"`
 		Burst *int64 `json:"burst"`
 	}
-	if err := readJSON(req, &in, "limit, burst"); err != nil {
+	if err := readJSON(req, &in, badAdmin, `{"limit": 1000}`); err != nil {
 		return err
 	}
 	if in.Limit == nil {
@@ -129,6 +152,9 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 	}
 	if err := o.Validate(t.policy); err != nil {
 		return badAdmin(err.Error())
+	}
+	if cost := a.ruleCost(t.policy.Name); t.policy.With(&o).Capacity() < cost {
+		return badAdmin(fmt.Sprintf("under %q each request costs %d, more than the override would ever let through at once, %d", t.policy.Name, cost, t.policy.With(&o).Capacity()))
 	}
 	before, err := a.opts.Store.SetOverride(req.r.Context(), t.policy, t.key, o)
 	if err != nil {
@@ -173,6 +199,17 @@ func (a *API) resetCounters(req *request, t adminTarget) error {
 	return req.noContent()
 }
 
+// ruleCost is what one request costs under the policy named name, by its
+// rule's constant cost (1 when it has none).
+func (a *API) ruleCost(name string) int64 {
+	for _, r := range a.rules {
+		if r.Policy.Name == name {
+			return max(r.Cost, 1)
+		}
+	}
+	return 1
+}
+
 // overrideState is an override for the log line; nil when there is none.
 func overrideState(t adminTarget, o *limiter.Override) any {
 	if o == nil {
@@ -200,28 +237,6 @@ func (a *API) audit(req *request, t adminTarget, action string, before, after an
 func (a *API) adminFailed(req *request, t adminTarget, err error) error {
 	req.err, req.decision = err, "error"
 	return storeUnavailable(t.policy.Window)
-}
-
-// readJSON reads a JSON object of at most MaxCheckBody bytes into v, with
-// no members but those listed in members (for the message).
-func readJSON(req *request, v any, members string) error {
-	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, MaxCheckBody))
-	if err != nil {
-		return badAdmin("the body is over 65536 bytes or could not be read")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
-	switch {
-	case err == nil && dec.More():
-		return badAdmin("the body holds more than one JSON value")
-	case err == nil:
-		return nil
-	case errors.Is(err, io.EOF):
-		return badAdmin("the body is empty; it must be a JSON object such as {\"limit\": 1000}")
-	}
-	why := checkJSONProblem(err)
-	return badAdmin(strings.Replace(why, "key, cost, policies", members, 1))
 }
 
 func badAdmin(why string) *Problem {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // adminRules are /ping's policy, a check quota and a GCRA bucket.
@@ -163,4 +165,79 @@ func TestAdminRefusesWhatIsWrong(t *testing.T) {
 	// Without RouteAdmin the routes are unknown paths.
 	g := newFixture(t, httpapi.Options{})
 	wantProblem(t, g.do(t, "GET", "/admin/overrides/ping/alice"), 404, httpapi.TypeBlank, "/admin/overrides/ping/alice")
+}
+
+// TestAdminRefusesWhatWouldNotApply: a path ServeMux would redirect (an
+// empty, "." or ".." segment) is not a route, and changes nothing, rather
+// than a redirect an admin client might follow to another key; a key with
+// spaces around it, which no request's trimmed key has; an override that
+// could not let one request of the policy's constant cost through; a body
+// that is not JSON, or whose members differ from the contract's only in
+// case, or come twice.
+func TestAdminRefusesWhatWouldNotApply(t *testing.T) {
+	rules := append(adminRules(), limiter.Rule{Policy: limiter.Policy{Name: "orders", Limit: 100, Window: time.Hour, Namespace: "orders"}, Routes: []string{"POST /orders"}, Cost: 5})
+	f := newFixture(t, httpapi.Options{Rules: rules, Routes: []string{httpapi.RouteAdmin}})
+	for _, target := range []string{"/admin//overrides/ping/alice", "/admin/overrides/./ping/alice", "/admin/overrides/x/../ping/alice", "/admin/overrides/ping/alice/"} {
+		w := f.send(t, "PUT", target, `{"limit": 5}`)
+		if w.Code != 404 || w.Header().Get("Location") != "" {
+			t.Errorf("PUT %s: %d %v, want 404 and no redirect", target, w.Code, w.Header())
+		}
+	}
+	if o, _ := f.store.Override(context.Background(), pingPolicy, "alice"); o != nil {
+		t.Errorf("an unclean path set an override: %+v", o)
+	}
+	wantProblem(t, f.send(t, "PUT", "/admin/overrides/ping/%20alice", `{"limit": 5}`), 400, httpapi.TypeInvalidKey, "/admin/overrides/ping/ alice")
+	for body, why := range map[string]string{
+		`{"limit": 4}`:              `under "orders" each request costs 5, more than the override would ever let through at once, 4`,
+		`{"Limit": 50}`:             `unknown member "Limit"; members are limit, burst`,
+		`{"limit": 50, "limit": 9}`: `member "limit" is given twice`,
+	} {
+		p := wantProblem(t, f.send(t, "PUT", "/admin/overrides/orders/bob", body), 400, httpapi.TypeInvalidRequest, "/admin/overrides/orders/bob")
+		if d, _ := p["detail"].(string); !strings.Contains(d, why) {
+			t.Errorf("%s: detail %q does not say %q", body, d, why)
+		}
+	}
+	r := httptest.NewRequest("PUT", "/admin/overrides/orders/bob", strings.NewReader("limit=50"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w := httptest.NewRecorder()
+	f.api.ServeHTTP(w, r)
+	wantProblem(t, w, 415, httpapi.TypeInvalidRequest, "/admin/overrides/orders/bob")
+	if w := f.send(t, "PUT", "/admin/overrides/orders/bob", `{"limit": 5}`); w.Code != 200 {
+		t.Errorf("an override of one request's cost: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestAnOverrideReachesTheRejectCacheAtOnce: a key denied from memory
+// under its old limit is decided by the store under its new one as soon
+// as this process sets the override (or resets the key), not up to
+// limiter.MaxRemembered later.
+func TestAnOverrideReachesTheRejectCacheAtOnce(t *testing.T) {
+	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	f := newFixture(t, httpapi.Options{Store: limiter.NewRejectCache(store, 0), Routes: []string{httpapi.RoutePing, httpapi.RouteAdmin}})
+	for range 4 {
+		f.do(t, "GET", "/ping", "X-Client-Key", "alice")
+	}
+	if w := f.do(t, "GET", "/ping", "X-Client-Key", "alice"); w.Code != 429 || !strings.Contains(f.lastLogLine(t), `"from_memory":true`) {
+		t.Fatalf("alice over her limit: %d, want denied from memory", w.Code)
+	}
+	if w := f.send(t, "PUT", "/admin/overrides/ping/alice", `{"limit": 100}`); w.Code != 200 {
+		t.Fatalf("override: %d %s", w.Code, w.Body)
+	}
+	if w := f.do(t, "GET", "/ping", "X-Client-Key", "alice"); w.Code != 200 {
+		t.Errorf("alice after her override: %d %s, want allowed under 100", w.Code, w.Body)
+	}
+	f.send(t, "DELETE", "/admin/overrides/ping/alice", "")
+	f.do(t, "GET", "/ping", "X-Client-Key", "alice") // denied by the store, remembered
+	if w := f.send(t, "DELETE", "/admin/counters/ping/alice", ""); w.Code != 204 {
+		t.Fatalf("reset: %d %s", w.Code, w.Body)
+	}
+	if w := f.do(t, "GET", "/ping", "X-Client-Key", "alice"); w.Code != 200 {
+		t.Errorf("alice after her reset: %d %s, want allowed", w.Code, w.Body)
+	}
+}
+
+func (f *fixture) lastLogLine(t *testing.T) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(f.logs.String()), "\n")
+	return lines[len(lines)-1]
 }

@@ -50,13 +50,16 @@ var _ Metrics = (*metrics.EMF)(nil)
 
 // A KeyFunc finds a request's client key for a policy, for Go callers whose
 // key is not a header, the source IP or a claim (a session, an API key
-// looked up in a database). An error that is a *Problem is answered as
-// it is; any other is a 400 invalid-client-key problem.
+// looked up in a database). An error that is a *Problem (Unauthenticated,
+// BadRequest) is answered as it is; any other is logged and answered with
+// a 400 invalid-client-key problem that does not repeat it.
 type KeyFunc func(*http.Request) (string, error)
 
 // A CostFunc says what a request costs under a policy (the size of an
 // upload, the number of items in a batch), at least 1. An error is
-// answered as a KeyFunc's is.
+// answered as a KeyFunc's is (400 invalid-request). A cost more than an
+// enforced policy can ever let through is refused with 400 before it is
+// counted (limiter.ValidateCosts).
 type CostFunc func(*http.Request) (int64, error)
 
 // Options configure an API or a Middleware.
@@ -94,8 +97,8 @@ type API struct {
 	*engine
 	routes map[string]route
 	admin  http.Handler // nil unless RouteAdmin is served
-	// pingRules guard GET /ping; checkRules are POST /check's default.
-	pingRules, checkRules []*rule
+	// limiter decides POST /check's attempts.
+	limiter *limiter.Limiter
 }
 
 // route is one of the API's routes: the method it takes and its handler.
@@ -116,8 +119,7 @@ func New(opts Options) *API {
 	if len(e.opts.Routes) == 0 {
 		e.opts.Routes = []string{RoutePing, RouteStatus, RouteCheck}
 	}
-	a := &API{engine: e, routes: map[string]route{},
-		pingRules: e.matchingRoute(http.MethodGet, RoutePing), checkRules: e.matchingRoute(http.MethodPost, RouteCheck)}
+	a := &API{engine: e, routes: map[string]route{}, limiter: &limiter.Limiter{Store: e.opts.Store, Policies: e.policies()}}
 	for _, name := range e.opts.Routes {
 		switch name {
 		case RoutePing:
@@ -177,10 +179,12 @@ func (e *engine) begin(w http.ResponseWriter, r *http.Request) *request {
 
 // finish recovers a panic into a 500 problem (unless the answer was already
 // on its way) and logs the request's line. http.ErrAbortHandler, a
-// handler's way to abort its response on purpose, is passed on.
+// handler's way to abort its response on purpose, is passed on, as is a
+// panic of the handler behind the middleware: it is that handler's to
+// recover, or net/http's.
 func (e *engine) finish(req *request) {
 	if v := recover(); v != nil {
-		if v == http.ErrAbortHandler {
+		if v == http.ErrAbortHandler || req.passed {
 			e.log(req)
 			panic(v)
 		}

@@ -1,21 +1,16 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
+	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
 )
-
-// MaxCheckBody bounds a POST /check body.
-const MaxCheckBody = 64 << 10
 
 // checkRoute names /check in audit records and metrics.
 const checkRoute = http.MethodPost + " " + RouteCheck
@@ -57,8 +52,8 @@ type checkPolicyBody struct {
 // routes match POST /check applies. The cost is counted under each policy
 // in one transaction, denied or not, as /ping counts its 1.
 func (a *API) check(req *request) error {
-	in, err := readCheck(req)
-	if err != nil {
+	var in checkRequest
+	if err := readJSON(req, &in, badCheck, `{"key": "user-42"}`); err != nil {
 		return err
 	}
 	a2, err := a.checkAttempt(req, in)
@@ -90,56 +85,6 @@ func (a *API) check(req *request) error {
 	return req.ok(body)
 }
 
-// readCheck reads and checks the body: JSON (no other media type), one
-// object, no unknown members, at most MaxCheckBody bytes.
-func readCheck(req *request) (checkRequest, error) {
-	var in checkRequest
-	if ct := req.r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			p := problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
-			p.header.Set("Accept-Post", "application/json")
-			return in, p
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, MaxCheckBody))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return in, badCheck(fmt.Sprintf("the body is over %d bytes", MaxCheckBody))
-	case err != nil:
-		return in, badCheck("the body could not be read")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return in, badCheck(checkJSONProblem(err))
-	}
-	if dec.More() {
-		return in, badCheck("the body holds more than one JSON value")
-	}
-	return in, nil
-}
-
-// checkJSONProblem says what is wrong with a /check body in its terms.
-func checkJSONProblem(err error) string {
-	var typ *json.UnmarshalTypeError
-	var syn *json.SyntaxError
-	switch {
-	case errors.As(err, &typ) && typ.Field != "":
-		return fmt.Sprintf("%q must not be %s", typ.Field, typ.Value)
-	case errors.As(err, &typ):
-		return "the body must be a JSON object, not " + typ.Value
-	case errors.As(err, &syn):
-		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
-	case errors.Is(err, io.EOF):
-		return "the body is empty; it must be a JSON object such as {\"key\": \"user-42\"}"
-	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return "unknown member " + f + "; members are key, cost, policies"
-	}
-	return "invalid JSON"
-}
-
 // checkAttempt is the attempt the body asks for, or a 400 problem saying
 // why not.
 func (a *API) checkAttempt(req *request, in checkRequest) (limiter.Attempt, error) {
@@ -148,8 +93,9 @@ func (a *API) checkAttempt(req *request, in checkRequest) (limiter.Attempt, erro
 	}
 	var cost int64 = 1
 	if in.Cost != nil {
-		if err := json.Unmarshal(in.Cost, &cost); err != nil || cost < 1 {
-			return limiter.Attempt{}, badCheck(fmt.Sprintf(`"cost" must be a whole number of at least 1, not %s`, in.Cost))
+		var ok bool
+		if cost, ok = wholeNumber(in.Cost); !ok || cost < 1 {
+			return limiter.Attempt{}, badCheck(fmt.Sprintf(`"cost" must be a whole number of at least 1, not %s`, truncate(string(in.Cost), 40)))
 		}
 	}
 	var names []string
@@ -159,26 +105,43 @@ func (a *API) checkAttempt(req *request, in checkRequest) (limiter.Attempt, erro
 	case in.Policies != nil:
 		names = *in.Policies
 	default:
-		for _, r := range a.checkRules {
+		rules, _ := a.matching(req.r)
+		for _, r := range rules {
 			names = append(names, r.Policy.Name)
 		}
 		if len(names) == 0 {
 			return limiter.Attempt{}, badCheck(`no policy guards POST /check: name "policies"`)
 		}
 	}
-	lim := limiter.Limiter{Store: a.opts.Store, Policies: a.policies()}
-	att, err := lim.Attempt(req.r.Context(), req.now, limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
+	att, err := a.limiter.Attempt(req.r.Context(), req.now, limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
 		Route: checkRoute, RequestID: req.caller.RequestID})
 	switch {
 	case errors.Is(err, limiter.ErrInvalidKey):
 		return att, invalidKey(err)
-	case errors.Is(err, limiter.ErrUnknownPolicy) || errors.Is(err, limiter.ErrInvalidCost):
+	case errors.Is(err, limiter.ErrUnknownPolicy) || errors.Is(err, limiter.ErrPolicyTwice) || errors.Is(err, limiter.ErrInvalidCost):
 		return att, badCheck(err.Error())
 	case err != nil: // the store, reading an override
 		req.err, req.decision = err, "error"
 		return att, storeUnavailable(time.Minute)
 	}
 	return att, nil
+}
+
+// wholeNumber reads a JSON number that is a whole number, in any of the
+// forms JSON writes one (100, 1e2, 100.0), up to limiter.MaxLimit.
+func wholeNumber(raw json.RawMessage) (int64, bool) {
+	var n json.Number
+	if len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil { // a string is not a number
+		return 0, false
+	}
+	if i, err := n.Int64(); err == nil {
+		return i, true
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > limiter.MaxLimit {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // policies are every configured policy, in order.

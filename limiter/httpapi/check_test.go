@@ -129,15 +129,21 @@ func TestCheckDefaultsToThePoliciesOfPostCheck(t *testing.T) {
 func TestCheckRefusesWhatIsWrong(t *testing.T) {
 	f := newFixture(t, httpapi.Options{Rules: checkRules()})
 	for body, why := range map[string]string{
-		`{"cost": 1}`:                              `"key" is required`,
-		`{"key": ""}`:                              "empty",
-		`{"key": "a\u0000b"}`:                      "control character",
-		`{"key": 42}`:                              `"key"`,
-		`{"key": "k", "cost": 0}`:                  `"cost" must be a whole number of at least 1`,
-		`{"key": "k", "cost": -1}`:                 `"cost"`,
-		`{"key": "k", "cost": 1.5}`:                `"cost"`,
-		`{"key": "k", "cost": "3"}`:                `"cost"`,
-		`{"key": "k", "cost": 1001}`:               "1001 is not from 1 to 1000",
+		`{"cost": 1}`:                 `"key" is required`,
+		`{"key": ""}`:                 "empty",
+		`{"key": "a\u0000b"}`:         "control character",
+		`{"key": 42}`:                 `"key"`,
+		`{"key": "k", "cost": 0}`:     `"cost" must be a whole number of at least 1`,
+		`{"key": "k", "cost": -1}`:    `"cost"`,
+		`{"key": "k", "cost": 1.5}`:   `"cost"`,
+		`{"key": "k", "cost": "3"}`:   `"cost"`,
+		`{"key": "k", "cost": 1001}`:  `1001 is more than policy "api" can ever let through at once, 100`,
+		`{"key": "k", "cost": 101}`:   `101 is more than policy "api" can ever let through at once, 100`,
+		`{"key": "k", "cost": 1e400}`: `"cost" must be a whole number`,
+		`{"key": "k", "cost": ` + strings.Repeat("9", 5000) + `}`: `not ` + strings.Repeat("9", 40) + "….",
+		`{"Key": "k"}`:                             `unknown member "Key"; members are key, cost, policies`,
+		`{"key": "k", "key": "j"}`:                 `member "key" is given twice`,
+		`{"key": "k", "cost": 1, "cost": 2}`:       `member "cost" is given twice`,
 		`{"key": "k", "policies": ["nope"]}`:       `no such policy: "nope"`,
 		`{"key": "k", "policies": ["api", "api"]}`: "named twice",
 		`{"key": "k", "policies": []}`:             `"policies" is empty`,
@@ -147,7 +153,6 @@ func TestCheckRefusesWhatIsWrong(t *testing.T) {
 		`{"key": "k"} {"key": "j"}`:                "more than one JSON value",
 		`[]`:                                       "must be a JSON object",
 		``:                                         "empty",
-		`{"key": "` + strings.Repeat("x", httpapi.MaxCheckBody) + `"}`: "over 65536 bytes",
 	} {
 		w := f.post(t, body)
 		p := wantProblem(t, w, 400, map[bool]string{true: httpapi.TypeInvalidKey, false: httpapi.TypeInvalidRequest}[strings.Contains(why, "control") || why == "empty" && body != ""], "/check")
@@ -158,7 +163,11 @@ func TestCheckRefusesWhatIsWrong(t *testing.T) {
 	if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, f.store.Path()), `SELECT count(*) FROM rate_limit_windows`); n != 0 {
 		t.Errorf("%d counters written by refused checks", n)
 	}
-	w := f.do(t, "GET", "/check")
+	w := f.post(t, `{"key": "`+strings.Repeat("x", httpapi.MaxCheckBody)+`"}`)
+	if p := wantProblem(t, w, 413, httpapi.TypeInvalidRequest, "/check"); !strings.Contains(p["detail"].(string), "over 65536 bytes") {
+		t.Errorf("a body over the bound: %v", p)
+	}
+	w = f.do(t, "GET", "/check")
 	wantProblem(t, w, 405, httpapi.TypeBlank, "/check")
 	wantHeader(t, w, "Allow", "POST")
 	w = f.post(t, `{"key": "k"}`, "Content-Type", "text/plain")
@@ -199,8 +208,12 @@ func TestCheckWithGCRA(t *testing.T) {
 	}
 	wantHeader(t, w, "RateLimit-Policy", `"tokens";q=60;w=60`)
 	wantHeader(t, w, "RateLimit", `"tokens";r=0;t=1`)
-	if a := readCheck(t, f.post(t, `{"key": "k", "cost": 6}`)); a.Allowed {
-		t.Errorf("a cost beyond the burst: %+v, want denied", a)
+	// A cost beyond the burst could never pass: refused, as x/time/rate
+	// refuses a reservation beyond its burst, not denied with a wait
+	// after which it would be denied again.
+	w = f.post(t, `{"key": "k", "cost": 6}`)
+	if p := wantProblem(t, w, 400, httpapi.TypeInvalidRequest, "/check"); !strings.Contains(p["detail"].(string), `6 is more than policy "tokens" can ever let through at once, 5`) {
+		t.Errorf("a cost beyond the burst: %v", p)
 	}
 	if w := f.post(t, `{"key": "k", "cost": 61}`); w.Code != 400 {
 		t.Errorf("a cost beyond the limit: %d, want 400", w.Code)

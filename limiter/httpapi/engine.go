@@ -47,13 +47,40 @@ func compileRoutes(patterns []string) (mux *http.ServeMux, err error) {
 					err = errors.Join(err, fmt.Errorf("route %q: %s", p, strings.ReplaceAll(why, "\n", " ")))
 				}
 			}()
-			mux.Handle(p, http.NotFoundHandler())
+			mux.Handle(p, matched{})
 		}()
 	}
 	return mux, err
 }
 
+// matched is the handler of every rule pattern: a request whose handler
+// is another is one ServeMux would redirect (to a cleaned path, or to a
+// subtree's trailing slash), which is not the route yet, and is not
+// counted.
+type matched struct{}
+
+func (matched) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
 var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)
+
+// Guarding names the rules whose routes match a request of method for
+// target (a path, or host and path), in order: the policies that would
+// count it. A rule whose patterns do not compile guards nothing.
+func Guarding(rules []limiter.Rule, method, target string) []string {
+	host, path, _ := strings.Cut(target, "/")
+	r := &http.Request{Method: method, Host: host, URL: &url.URL{Path: "/" + path}}
+	var names []string
+	for _, rl := range rules {
+		mux, err := compileRoutes(rl.Routes)
+		if err != nil {
+			continue
+		}
+		if h, _ := mux.Handler(r); h == (matched{}) {
+			names = append(names, rl.Policy.Name)
+		}
+	}
+	return names
+}
 
 // CheckRoutes reports the rules' route patterns that http.ServeMux would
 // refuse, one error each. ConfigFromEnv runs it with the domain's checks.
@@ -88,15 +115,12 @@ func newEngine(opts Options) (*engine, error) {
 		return nil, errors.New("no store")
 	}
 	e := &engine{opts: opts}
-	var errs []error
+	errs := []error{limiter.ValidateRules(opts.Rules), opts.FailMode.Validate()}
 	names := map[string]bool{}
 	for _, r := range opts.Rules {
 		mux, err := compileRoutes(r.Routes)
-		if err = errors.Join(err, r.Policy.Validate()); err != nil {
+		if err != nil {
 			errs = append(errs, fmt.Errorf("policy %q: %w", r.Policy.Name, err))
-		}
-		if names[r.Policy.Name] {
-			errs = append(errs, fmt.Errorf("policy %q is named twice", r.Policy.Name))
 		}
 		names[r.Policy.Name] = true
 		e.rules = append(e.rules, &rule{Rule: r, mux: mux, key: opts.Keys[r.Policy.Name], cost: opts.Costs[r.Policy.Name]})
@@ -121,7 +145,7 @@ func (e *engine) matching(r *http.Request) ([]*rule, string) {
 	var out []*rule
 	var first string
 	for _, rl := range e.rules {
-		if _, pattern := rl.mux.Handler(r); pattern != "" {
+		if h, pattern := rl.mux.Handler(r); h == (matched{}) {
 			out = append(out, rl)
 			if first == "" {
 				first = pattern
@@ -129,13 +153,6 @@ func (e *engine) matching(r *http.Request) ([]*rule, string) {
 		}
 	}
 	return out, first
-}
-
-// matchingRoute are the rules that would guard a request of method on
-// path, found once at start for the API's own routes.
-func (e *engine) matchingRoute(method, path string) []*rule {
-	rules, _ := e.matching(&http.Request{Method: method, URL: &url.URL{Path: path}, Host: "localhost"})
-	return rules
 }
 
 // checks are what req is counted under, by rules: each rule's key and
@@ -148,7 +165,7 @@ func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
 		key, err := rl.keyOf(req)
 		var cost int64
 		if err == nil {
-			cost, err = rl.costOf(req.r)
+			cost, err = rl.costOf(req)
 		}
 		if err != nil && rl.Policy.Shadow {
 			req.shadowSkipped = append(req.shadowSkipped, rl.Policy.Name)
@@ -159,6 +176,13 @@ func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
 		}
 		checks = append(checks, limiter.Check{Policy: rl.Policy, Key: key, Cost: cost})
 	}
+	// A cost no policy could ever let through is refused before it is
+	// counted. The store failing to tell a key's override is left to the
+	// decision, which fails alike, or applies the override itself.
+	err := limiter.ValidateCosts(req.r.Context(), e.opts.Store, checks)
+	if errors.Is(err, limiter.ErrInvalidCost) {
+		return nil, problem(http.StatusBadRequest, TypeInvalidRequest, "The request's "+strings.TrimPrefix(err.Error(), limiter.ErrInvalidCost.Error()+": ")+".")
+	}
 	return checks, nil
 }
 
@@ -168,32 +192,35 @@ func (rl *rule) keyOf(req *request) (string, error) {
 		return clientKey(req.r, req.caller, rl.KeySource)
 	}
 	key, err := rl.key(req.r)
-	if err == nil {
-		err = limiter.ValidKey(key)
-	}
 	var p *Problem
 	switch {
-	case err == nil:
-		return key, nil
 	case errors.As(err, &p):
 		return "", p
+	case err != nil:
+		req.funcErr = append(req.funcErr, fmt.Sprintf("key of %s: %v", rl.Policy.Name, err))
+		return "", problem(http.StatusBadRequest, TypeInvalidKey, "The request's client key cannot be told.")
 	}
-	return "", invalidKey(err)
+	if err := limiter.ValidKey(key); err != nil {
+		return "", invalidKey(err)
+	}
+	return key, nil
 }
 
 // costOf is what req costs under the rule: its CostFunc's answer, or
-// Rule.Cost.
-func (rl *rule) costOf(r *http.Request) (int64, error) {
+// Rule.Cost. A CostFunc's error is logged, and its text is not sent: it
+// may tell what the client should not know.
+func (rl *rule) costOf(req *request) (int64, error) {
 	if rl.cost == nil {
 		return rl.Cost, nil
 	}
-	cost, err := rl.cost(r)
+	cost, err := rl.cost(req.r)
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
 		return 0, p
 	case err != nil:
-		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, "The request's cost cannot be told: "+err.Error()+".")
+		req.funcErr = append(req.funcErr, fmt.Sprintf("cost of %s: %v", rl.Policy.Name, err))
+		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, "The request's cost cannot be told.")
 	case cost < 1:
 		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, fmt.Sprintf("The request's cost, %d, is below 1.", cost))
 	}
@@ -210,7 +237,7 @@ func (e *engine) decide(req *request, route string, checks []limiter.Check) (lim
 	latency := time.Since(began)
 	if err != nil {
 		req.err = err
-		if e.opts.Metrics != nil {
+		if e.opts.Metrics != nil && !req.cancelled() {
 			e.opts.Metrics.StoreError(req.now, route, limiter.FaultOf(err))
 		}
 		return o, err

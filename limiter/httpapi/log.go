@@ -12,12 +12,19 @@ import (
 // under which key and policies, how long it took, and any store error with
 // its class.
 func (e *engine) log(req *request) {
+	decision := req.decision
+	switch {
+	case req.cancelled():
+		decision = "cancelled"
+	case decision == "" && req.w.status >= 400:
+		decision = "refused" // a problem before any decision: 400, 401, 404, ...
+	}
 	attrs := []slog.Attr{
 		slog.String("method", req.r.Method),
 		slog.String("path", req.r.URL.Path),
 		slog.Int("status", req.w.status),
 		slog.String("key", req.key),
-		slog.String("decision", req.decision),
+		slog.String("decision", decision),
 		slog.Float64("latency_ms", float64(time.Since(req.start).Microseconds())/1000),
 		slog.String("request_id", req.caller.RequestID),
 	}
@@ -32,6 +39,9 @@ func (e *engine) log(req *request) {
 	if len(req.shadowSkipped) > 0 {
 		attrs = append(attrs, slog.Any("shadow_skipped", req.shadowSkipped))
 	}
+	if len(req.funcErr) > 0 {
+		attrs = append(attrs, slog.Any("func_error", req.funcErr))
+	}
 	if req.admin != nil {
 		attrs = append(attrs, slog.Any("admin", req.admin))
 	}
@@ -39,7 +49,10 @@ func (e *engine) log(req *request) {
 		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))
 	}
 	level := slog.LevelInfo
-	if req.err != nil {
+	switch {
+	case req.cancelled():
+		attrs = append(attrs, slog.String("error", req.err.Error()))
+	case req.err != nil:
 		// A fault that will not clear by itself (a corrupt file, a newer
 		// schema) needs an operator: ERROR, where a busy lock is a WARN.
 		fault := limiter.FaultOf(req.err)

@@ -17,8 +17,10 @@ import (
 // Outcome on its context (OutcomeFrom); a rejected one gets the 429
 // Problem Details with Retry-After that /ping gives, and never reaches it.
 // Requests no route matches pass through untouched. When the store fails,
-// FAIL_MODE closed answers 503, open lets the request through, uncounted.
-// Each counted request logs one line, as the API's do.
+// limiter.FailClosed answers 503, limiter.FailOpen lets the request
+// through, uncounted. Each counted request logs one line, as the API's do.
+// A panic of the handler is not the middleware's: it logs the line and
+// lets the panic go on, to your recovery or net/http's.
 //
 // It fails for what New would panic for: an invalid policy, a route
 // pattern http.ServeMux refuses, a key or cost function for no policy.
@@ -51,14 +53,14 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(checks) == 0 {
 		req.decision = "uncounted"
-		g.next.ServeHTTP(req.w, r)
+		req.pass(g.next, r)
 		return
 	}
 	o, err := g.decide(req, route, checks)
 	switch {
-	case err != nil && g.opts.FailMode == limiter.FailOpen:
+	case err != nil && g.opts.FailMode == limiter.FailOpen && !req.cancelled():
 		req.decision = "degraded"
-		g.next.ServeHTTP(req.w, r)
+		req.pass(g.next, r)
 		return
 	case err != nil:
 		req.decision = "error"
@@ -70,7 +72,13 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.fail(rateLimited(o))
 		return
 	}
-	g.next.ServeHTTP(req.w, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o)))
+	req.pass(g.next, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o)))
+}
+
+// pass hands the request to the handler behind the middleware.
+func (req *request) pass(next http.Handler, r *http.Request) {
+	req.passed = true
+	next.ServeHTTP(req.w, r)
 }
 
 type outcomeKey struct{}

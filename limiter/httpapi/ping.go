@@ -71,7 +71,8 @@ const pingRoute = http.MethodGet + " " + RoutePing
 // limit headers of all of them on both. If nothing counts the request, it
 // passes: 200 with "counted": false.
 func (a *API) ping(req *request) error {
-	checks, err := a.checks(req, a.pingRules)
+	rules, _ := a.matching(req.r)
+	checks, err := a.checks(req, rules)
 	if err != nil {
 		return err
 	}

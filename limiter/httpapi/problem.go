@@ -42,6 +42,20 @@ type Problem struct {
 // Error makes a Problem an error, so handlers can return it.
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 
+// Unauthenticated is the 401 answer, with WWW-Authenticate: Bearer, for a
+// KeyFunc that finds no signed-in caller: its detail is sent as it is.
+func Unauthenticated(detail string) *Problem {
+	p := problem(http.StatusUnauthorized, TypeUnauthenticated, detail)
+	p.header.Set("WWW-Authenticate", "Bearer")
+	return p
+}
+
+// BadRequest is the 400 invalid-request answer, for a KeyFunc or CostFunc
+// that finds the request malformed: its detail is sent as it is.
+func BadRequest(detail string) *Problem {
+	return problem(http.StatusBadRequest, TypeInvalidRequest, detail)
+}
+
 func problem(status int, typ, detail string) *Problem {
 	title := http.StatusText(status)
 	return &Problem{Type: typ, Title: title, Status: status, Detail: detail, header: http.Header{}}

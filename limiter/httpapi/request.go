@@ -1,8 +1,12 @@
 package httpapi
 
 import (
+	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"net"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -19,7 +23,7 @@ type request struct {
 	start  time.Time // when it arrived, on the process's clock, for its latency
 
 	key        string
-	decision   string // allowed, rejected, read, degraded, uncounted, error, or empty
+	decision   string // allowed, rejected, read, degraded, uncounted, error, admin, or empty (logged as refused or cancelled)
 	count      int64
 	fromMemory bool             // a rejection made without the store (limiter.RejectCache)
 	outcome    *limiter.Outcome // every policy's decision, when the store answered
@@ -27,9 +31,22 @@ type request struct {
 	// shadowSkipped names the shadow policies left out of the request
 	// because they could not find their key in it.
 	shadowSkipped []string
+	// passed is set when the request was handed to the handler behind
+	// the middleware: a panic from there is that handler's, and goes on.
+	passed bool
+	// funcErr are the errors of the caller's key and cost functions, for
+	// the log line only.
+	funcErr []string
 	// admin describes an admin action for the log line: who, what,
 	// before and after.
 	admin map[string]any
+}
+
+// cancelled reports whether the store's error is the client's going away
+// (the request's context cancelled), not a fault of the store: it is
+// neither measured nor alarmed on.
+func (req *request) cancelled() bool {
+	return req.err != nil && errors.Is(req.err, context.Canceled) && req.r.Context().Err() != nil
 }
 
 // fail answers with the problem err describes.
@@ -75,6 +92,27 @@ func (w *recorder) Write(b []byte) (int, error) {
 		w.wrote, w.status = true, http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// Flush sends what is buffered, for a handler behind the middleware that
+// streams (server-sent events) and asserts http.Flusher; a writer that
+// cannot flush ignores it, as http.ResponseController would report.
+func (w *recorder) Flush() {
+	if !w.wrote {
+		w.wrote, w.status = true, http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hands the connection over, for a handler behind the middleware
+// that upgrades it (WebSocket), when the writer underneath can;
+// otherwise it reports http.ErrNotSupported.
+func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && !w.wrote {
+		w.wrote, w.status = true, http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer

@@ -1,0 +1,316 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
+)
+
+// guard is a handler behind the middleware, and what it logged.
+type guard struct {
+	h    http.Handler
+	logs *bytes.Buffer
+}
+
+// newGuard puts next behind Middleware(opts), with a fresh store and the
+// tests' clock unless opts has them, and fails the test if it refuses.
+func newGuard(t *testing.T, opts httpapi.Options, next http.Handler) *guard {
+	t.Helper()
+	if opts.Store == nil {
+		opts.Store = sqlitetest.Open(t, limiter.StoreConfig{BusyTimeout: time.Second})
+	}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return now }
+	}
+	logs := &bytes.Buffer{}
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	mw, err := httpapi.Middleware(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &guard{h: mw(next), logs: logs}
+}
+
+func (g *guard) do(t *testing.T, method, target string, header ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, target, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Add(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	g.h.ServeHTTP(w, r)
+	return w
+}
+
+// ok is a handler that answers 200 "ok".
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+
+// TestMiddlewareRefusesWhatWouldMiscount: policies without namespaces
+// (three requests to /b would use up /a's limit of 3), a key source of no
+// kind (which fell back to the header any client sets), a claim source
+// with no claim (every request a 401), a fail mode of neither kind, a
+// constant cost beyond the limit: each refused when the middleware is
+// built, once, without a repeated prefix.
+func TestMiddlewareRefusesWhatWouldMiscount(t *testing.T) {
+	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	a := limiter.Policy{Name: "a", Limit: 3, Window: time.Minute}
+	b := limiter.Policy{Name: "b", Limit: 100, Window: time.Minute}
+	for name, tc := range map[string]struct {
+		opts httpapi.Options
+		want string
+	}{
+		"no namespaces":       {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}}, {Policy: b, Routes: []string{"/b"}}}}, `share the namespace ""`},
+		"a cookie key source": {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}, KeySource: limiter.KeySource{Kind: "cookie"}}}}, `key source "cookie" is not header, source-ip or claim`},
+		"a claim of no name":  {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}, KeySource: limiter.KeySource{Kind: limiter.KeyFromClaim}}}}, "has no claim name"},
+		"a claim with spaces": {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}, KeySource: limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: "user id"}}}}, "without spaces"},
+		"a bogus fail mode":   {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}}}, FailMode: "bogus"}, `fail mode "bogus" is not closed or open`},
+		"a cost over limit":   {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}, Cost: 1000}}}, "cost 1000 is not from 1 to 3"},
+		"a bad window":        {httpapi.Options{Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "a", Limit: 1}, Routes: []string{"/a"}}}}, `policy "a": window`},
+	} {
+		tc.opts.Store = store
+		_, err := httpapi.Middleware(tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
+			continue
+		}
+		if strings.Count(err.Error(), `policy "a": policy "a"`) > 0 {
+			t.Errorf("%s: %v: the prefix is repeated", name, err)
+		}
+	}
+}
+
+// TestACostThatCouldNeverPassIsRefusedUncounted: a CostFunc's answer
+// beyond the limit (here the request's own X-Size) is a 400, and counts
+// nothing. It used to be counted: a cost of MaxInt64 stored a count the
+// next decision could not read, and every later request of the key was a
+// 503 (or, failing open, let through uncounted).
+func TestACostThatCouldNeverPassIsRefusedUncounted(t *testing.T) {
+	size := func(r *http.Request) (int64, error) { return strconv.ParseInt(r.Header.Get("X-Size"), 10, 64) }
+	g := newGuard(t, httpapi.Options{
+		Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "upload", Limit: 10, Window: time.Minute, Namespace: "upload"}, Routes: []string{"POST /upload"}}},
+		Costs: map[string]httpapi.CostFunc{"upload": size},
+	}, ok)
+	for _, n := range []int64{11, math.MaxInt64} {
+		w := g.do(t, "POST", "/upload", "X-Client-Key", "x", "X-Size", strconv.FormatInt(n, 10))
+		p := wantProblem(t, w, 400, httpapi.TypeInvalidRequest, "/upload")
+		if d := p["detail"].(string); !strings.Contains(d, `more than policy "upload" can ever let through at once, 10`) {
+			t.Errorf("cost %d: %q", n, d)
+		}
+	}
+	for i, want := range []int{200, 200, 429} {
+		if w := g.do(t, "POST", "/upload", "X-Client-Key", "x", "X-Size", "5"); w.Code != want {
+			t.Fatalf("upload %d of cost 5 after the refusals: %d %s, want %d", i+1, w.Code, w.Body, want)
+		}
+	}
+}
+
+// TestWhatYourFunctionsSayIsNotSentOn: a key or cost function's error is
+// logged and not repeated to the client, who may not know what it tells;
+// a *Problem it returns (Unauthenticated, BadRequest) is sent as it is.
+func TestWhatYourFunctionsSayIsNotSentOn(t *testing.T) {
+	p := limiter.Policy{Name: "p", Limit: 5, Window: time.Minute, Namespace: "p"}
+	g := newGuard(t, httpapi.Options{
+		Rules: []limiter.Rule{{Policy: p, Routes: []string{"/k"}}, {Policy: limiter.Policy{Name: "q", Limit: 5, Window: time.Minute, Namespace: "q"}, Routes: []string{"/c"}}},
+		Keys: map[string]httpapi.KeyFunc{"p": func(r *http.Request) (string, error) {
+			if r.Header.Get("X-User") == "" {
+				return "", httpapi.Unauthenticated("Sign in first.")
+			}
+			return "", errors.New("sessions table at 10.0.0.7 is down")
+		}},
+		Costs: map[string]httpapi.CostFunc{"q": func(r *http.Request) (int64, error) {
+			if r.Header.Get("X-Items") == "" {
+				return 0, httpapi.BadRequest("Say how many items: X-Items.")
+			}
+			return 0, errors.New(`strconv.ParseInt: parsing "abc": invalid syntax`)
+		}},
+	}, ok)
+	w := g.do(t, "GET", "/k", "X-User", "u")
+	if d := wantProblem(t, w, 400, httpapi.TypeInvalidKey, "/k")["detail"].(string); strings.Contains(d, "10.0.0.7") {
+		t.Errorf("a key function's error reached the client: %q", d)
+	}
+	if !strings.Contains(g.logs.String(), "sessions table at 10.0.0.7 is down") {
+		t.Errorf("a key function's error is not logged: %s", g.logs)
+	}
+	w = g.do(t, "GET", "/k")
+	if d := wantProblem(t, w, 401, httpapi.TypeUnauthenticated, "/k")["detail"]; d != "Sign in first." || w.Header().Get("WWW-Authenticate") != "Bearer" {
+		t.Errorf("Unauthenticated: %v, %v", d, w.Header())
+	}
+	w = g.do(t, "GET", "/c", "X-Client-Key", "c", "X-Items", "abc")
+	if d := wantProblem(t, w, 400, httpapi.TypeInvalidRequest, "/c")["detail"].(string); strings.Contains(d, "ParseInt") {
+		t.Errorf("a cost function's error reached the client: %q", d)
+	}
+	if d := wantProblem(t, g.do(t, "GET", "/c", "X-Client-Key", "c"), 400, httpapi.TypeInvalidRequest, "/c")["detail"]; d != "Say how many items: X-Items." {
+		t.Errorf("BadRequest: %v", d)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(g.logs.String()), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(line), &m)
+		if m["decision"] != "refused" {
+			t.Errorf("a refused request logs decision %q, want refused: %s", m["decision"], line)
+		}
+	}
+}
+
+// TestTheHandlersPanicIsItsOwn: a panic of the handler behind the
+// middleware goes on, to the server or the recovery of your own (it used
+// to be turned into the middleware's 500 problem), with the request's
+// line logged; the middleware's own faults are still a 500 problem.
+func TestTheHandlersPanicIsItsOwn(t *testing.T) {
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: pingPolicy, Routes: []string{"/boom"}}}},
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("the handler's own") }))
+	func() {
+		defer func() {
+			if v := recover(); v != "the handler's own" {
+				t.Errorf("recovered %v, want the handler's panic", v)
+			}
+		}()
+		w := g.do(t, "GET", "/boom", "X-Client-Key", "k")
+		t.Errorf("the panic was answered: %d %s", w.Code, w.Body)
+	}()
+	if !strings.Contains(g.logs.String(), `"path":"/boom"`) {
+		t.Errorf("no log line for the request: %s", g.logs)
+	}
+}
+
+// TestStreamingAndUpgradesPassThrough: a handler behind the middleware can
+// assert http.Flusher and flush (server-sent events arrive before it
+// ends), and http.Hijacker and take the connection (a WebSocket upgrade).
+func TestStreamingAndUpgradesPassThrough(t *testing.T) {
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
+		f, ok := w.(http.Flusher)
+		if !ok {
+			http.Error(w, "no flusher", 500)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one\n\n")
+		f.Flush()
+		<-release
+		io.WriteString(w, "data: two\n\n")
+	})
+	mux.HandleFunc("/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		h, ok := w.(http.Hijacker)
+		if !ok {
+			http.Error(w, "no hijacker", 500)
+			return
+		}
+		conn, rw, err := h.Hijack()
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\nhello")
+		rw.Flush()
+	})
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Minute}
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: p, Routes: []string{"/"}}}, Now: time.Now}, mux)
+	srv := httptest.NewServer(g.h)
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	line, err := bufio.NewReader(res.Body).ReadString('\n')
+	close(release)
+	if err != nil || line != "data: one\n" || res.Header.Get("RateLimit") == "" {
+		t.Errorf("first event before the handler ended: %q, %v, headers %v", line, err, res.Header)
+	}
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Minute)) // a kept-alive 500 would never end the read
+	io.WriteString(conn, "GET /upgrade HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	got, _ := io.ReadAll(conn)
+	if !strings.HasPrefix(string(got), "HTTP/1.1 101") || !strings.HasSuffix(string(got), "hello") {
+		t.Errorf("upgrade: %q, want 101 and the handler's own bytes", got)
+	}
+}
+
+// TestOnlyTheRouteItselfIsCounted: a request ServeMux would redirect (to
+// a subtree's trailing slash, or to a cleaned path) is not yet the route:
+// it passes uncounted, and only the request it is redirected to counts.
+func TestOnlyTheRouteItselfIsCounted(t *testing.T) {
+	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	mux := http.NewServeMux()
+	mux.Handle("/api/", ok)
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Minute}
+	g := newGuard(t, httpapi.Options{Store: store, Rules: []limiter.Rule{{Policy: p, Routes: []string{"/api/"}}}}, mux)
+	for _, target := range []string{"/api", "/api//x", "/api/./x"} {
+		if w := g.do(t, "GET", target, "X-Client-Key", "k"); w.Code/100 != 3 || w.Header().Get("RateLimit") != "" {
+			t.Errorf("GET %s: %d %v, want ServeMux's redirect, uncounted", target, w.Code, w.Header())
+		}
+	}
+	if w := g.do(t, "GET", "/api/x", "X-Client-Key", "k"); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "9" {
+		t.Errorf("GET /api/x: %d, remaining %q; want 200 and the first count", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+}
+
+// countingMetrics counts what a Metrics receives.
+type countingMetrics struct{ decisions, storeErrors atomic.Int64 }
+
+func (m *countingMetrics) Decision(time.Time, string, string, string, time.Duration) {
+	m.decisions.Add(1)
+}
+func (m *countingMetrics) StoreError(time.Time, string, limiter.Fault) { m.storeErrors.Add(1) }
+
+// TestAClientThatLeftIsNotAStoreFault: a request whose client went away
+// before the store answered is logged "cancelled", at INFO, and is not
+// measured as a store error (which the store-fault alarm counts).
+func TestAClientThatLeftIsNotAStoreFault(t *testing.T) {
+	m := &countingMetrics{}
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: pingPolicy, Routes: []string{"/ping"}}}, Metrics: m, FailMode: limiter.FailOpen},
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("a cancelled request reached the handler") }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/ping", nil)
+	r.Header.Set("X-Client-Key", "k")
+	g.h.ServeHTTP(httptest.NewRecorder(), r)
+	var line map[string]any
+	json.Unmarshal(g.logs.Bytes(), &line)
+	if line["decision"] != "cancelled" || line["level"] != "INFO" || line["fault"] != nil {
+		t.Errorf("log line %v, want decision cancelled at INFO, no fault", line)
+	}
+	if n := m.storeErrors.Load(); n != 0 {
+		t.Errorf("%d store errors measured for a client that left", n)
+	}
+}
+
+// TestTheAPIsRoutesFollowHostPatterns: a rule for "api.example.com/ping"
+// guards /ping asked of that host only, as ServeMux would route it.
+func TestTheAPIsRoutesFollowHostPatterns(t *testing.T) {
+	f := newFixture(t, httpapi.Options{Rules: []limiter.Rule{{Policy: pingPolicy, Routes: []string{"api.example.com/ping"}}}})
+	r := httptest.NewRequest("GET", "/ping", nil)
+	r.Host = "api.example.com"
+	r.Header.Set("X-Client-Key", "k")
+	w := httptest.NewRecorder()
+	f.api.ServeHTTP(w, r)
+	if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "2" {
+		t.Errorf("/ping on api.example.com: %d %s, want counted", w.Code, w.Body)
+	}
+	if w := f.do(t, "GET", "/ping", "X-Client-Key", "k"); !strings.Contains(w.Body.String(), `"counted":false`) {
+		t.Errorf("/ping on another host: %s, want uncounted", w.Body)
+	}
+}
