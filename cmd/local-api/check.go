@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -53,6 +55,30 @@ func describeConfig(w io.Writer, c config) {
 	fmt.Fprintf(w, "listen: %s\nprune every: %v\nadmin routes: %s\npolicies:\n", c.Addr, c.PruneInterval, onOff(c.Admin))
 	for _, r := range c.Rules {
 		fmt.Fprintln(w, "  "+describe(r))
+	}
+	describeRoutes(w, c)
+}
+
+// describeRoutes says which policies count the service's own routes, and
+// which policies count none of them: a rule for your own API's routes
+// belongs in your middleware, or is checked by name through POST /check.
+func describeRoutes(w io.Writer, c config) {
+	ping := httpapi.Guarding(c.Rules, http.MethodGet, httpapi.RoutePing)
+	check := httpapi.Guarding(c.Rules, http.MethodPost, httpapi.RouteCheck)
+	if len(ping) == 0 {
+		fmt.Fprintln(w, `GET /ping: no policy counts it; it answers 200 {"counted": false}`)
+	} else {
+		fmt.Fprintf(w, "GET /ping: counted under %s\n", strings.Join(ping, ", "))
+	}
+	if len(check) == 0 {
+		fmt.Fprintln(w, `POST /check: every check must name its "policies"`)
+	} else {
+		fmt.Fprintf(w, "POST /check: without \"policies\", checked under %s\n", strings.Join(check, ", "))
+	}
+	for _, r := range c.Rules {
+		if !slices.Contains(ping, r.Policy.Name) && !slices.Contains(check, r.Policy.Name) {
+			fmt.Fprintf(w, "note: %s counts none of this service's routes (routes %v): only POST /check naming it, or your own middleware, counts under it\n", r.Policy.Name, r.Routes)
+		}
 	}
 }
 

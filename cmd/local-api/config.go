@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,8 +64,10 @@ func readConfig(getenv func(string) string) (config, error) {
 		c.Store.JournalMode = "WAL"
 	}
 	if v := getenv("ADDR"); v != "" {
-		if _, _, err := net.SplitHostPort(v); err != nil {
+		if _, port, err := net.SplitHostPort(v); err != nil {
 			problems = append(problems, fmt.Errorf("ADDR: %q is not host:port, e.g. 127.0.0.1:3000", v))
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			problems = append(problems, fmt.Errorf("ADDR: port %q is not from 0 to 65535", port))
 		}
 		c.Addr = v
 	}

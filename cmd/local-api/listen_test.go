@@ -72,3 +72,41 @@ func TestLocalServerListsEveryConfigurationProblem(t *testing.T) {
 		t.Errorf("the data directory was created before the configuration was checked")
 	}
 }
+
+// TestLocalServerRefusesWhatItWouldNotServe: a port out of range, which
+// used to pass -check and fail when the server bound it; an argument,
+// which used to be ignored (settings are the environment's); a DB_PATH
+// whose directory's parent does not exist, which used to be created as a
+// tree, hiding a typo.
+func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "local-api")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"-check"}, []string{"ADDR=0.0.0.0:99999"}, `ADDR: port "99999" is not from 0 to 65535`},
+		{nil, []string{"ADDR=0.0.0.0:99999"}, `ADDR: port "99999" is not from 0 to 65535`},
+		{[]string{"-check", "extra"}, nil, `unexpected argument "extra"`},
+		{nil, []string{"ADDR=127.0.0.1:0", "DB_PATH=" + filepath.Join(dir, "typo", "data", "x.db")}, "DB_PATH: create its directory"},
+	} {
+		// A server that starts instead of refusing is stopped, and fails
+		// the test, rather than serve until the test times out.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, bin, tc.args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), tc.env...)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v %v: %v, want a failure saying %q:\n%s", tc.env, tc.args, err, tc.want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "typo")); !os.IsNotExist(err) {
+		t.Errorf("a DB_PATH two directories deep into nothing was created: %v", err)
+	}
+}

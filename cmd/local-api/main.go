@@ -4,8 +4,8 @@
 //	go run ./cmd/local-api
 //
 // It listens on ADDR (default 127.0.0.1:3000, where `sam local start-api`
-// listens), keeps the database at DB_PATH (default ./data/ratelimit.db,
-// directory created), prunes every PRUNE_INTERVAL (default 1m) and shuts down
+// listens), keeps the database at DB_PATH (default ./data/ratelimit.db; the
+// file's directory is created, not those above it), prunes every PRUNE_INTERVAL (default 1m) and shuts down
 // cleanly on SIGINT and SIGTERM. The other settings are the functions'.
 //
 // With -check it reads the configuration as the server would, prints all of
@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,6 +43,12 @@ const requestTimeout = 10 * time.Second
 func main() {
 	check := flag.Bool("check", false, "check the configuration as the server reads it, print it and exit: 0 if good, 2 if not")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// The configuration is the environment's: an argument is a
+		// mistake, such as a variable written after the command.
+		fmt.Fprintf(os.Stderr, "local-api: unexpected argument %q: settings are environment variables, e.g. RATE_LIMIT=5 local-api\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	if *check {
 		os.Exit(checkConfig(os.Stdout, os.Stderr, os.Getenv))
 	}
@@ -60,8 +67,15 @@ func main() {
 
 func run(log *slog.Logger, cfg config) error {
 	if cfg.Store.Kind == limiter.StoreSQLite {
-		if err := os.MkdirAll(filepath.Dir(cfg.Store.Path), 0o755); err != nil {
-			return fmt.Errorf("create database directory: %w", err)
+		// The file's own directory is made (./data by default), not the
+		// directories above it: a DB_PATH with a typo is an error, not
+		// a new tree.
+		dir := filepath.Dir(cfg.Store.Path)
+		switch err := os.Mkdir(dir, 0o755); {
+		case err == nil:
+			log.Info("created the database directory", "dir", dir)
+		case !errors.Is(err, fs.ErrExist):
+			return fmt.Errorf("DB_PATH: create its directory: %w", err)
 		}
 	}
 

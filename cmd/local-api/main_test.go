@@ -251,11 +251,24 @@ func TestCheckSaysWhetherPoliciesAreGood(t *testing.T) {
 		"policies:\n"+
 		"  ping: 3 per 1m0s, fixed window, key header, routes [/ping]\n"+
 		"  daily: 1000 per 24h0m0s, sliding window, key source-ip, routes [/ping] shadow\n"+
+		"GET /ping: counted under ping, daily\n"+
+		"POST /check: every check must name its \"policies\"\n"+
 		"The Lambda functions would accept it.\n" {
 		t.Errorf("good policies: exit %d\n%s", code, out)
 	}
+	// A policy for routes of another service, and none for /ping: said.
+	out, code = run(`[{"name":"orders","limit":5,"window":"60s","routes":["GET /orders/{id}"]},{"name":"api","limit":9,"window":"60s","routes":["POST /check"]}]`)
+	for _, want := range []string{
+		`GET /ping: no policy counts it; it answers 200 {"counted": false}`,
+		`POST /check: without "policies", checked under api`,
+		"note: orders counts none of this service's routes (routes [GET /orders/{id}])",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("policies for other routes: exit %d, want it to say %q:\n%s", code, want, out)
+		}
+	}
 	out, code = run(`[{"name":"ping","limit":0,"window":"60s"},{"name":"ping","limit":1,"window":"31d"}]`)
-	if code != 2 || !strings.Contains(out, "limit 0 is below 1") || !strings.Contains(out, `"ping" is named twice`) || !strings.Contains(out, "31d") {
+	if code != 2 || !strings.Contains(out, "limit 0 is not from 1 to 999999999999999") || !strings.Contains(out, `"ping" is named twice`) || !strings.Contains(out, "31d") {
 		t.Errorf("bad policies: exit %d, want 2 and every problem listed:\n%s", code, out)
 	}
 	// WAL is good for the local server, which is one host; the functions,
