@@ -18,8 +18,8 @@ import (
 // With cfg.Shards = N above 1, the counters are spread over N files: shard
 // 0 is the database path itself, shard i is path + ".shard-<i>". A key's
 // counters, GCRA bucket and override live in the shard that FNV-1a (64
-// bits) of its store key, modulo N, chooses: a hash of the bytes alone, the
-// same in every process and every build. An allowed attempt's audit record
+// bits) of its store key chooses (see shardIndex): a hash of the bytes
+// alone, the same in every process and every build. An allowed attempt's audit record
 // goes into the shard of its first check.
 //
 // Every file records its index and N (the layout table). A store refuses a
@@ -41,14 +41,32 @@ func ShardPath(path string, i int) string {
 	return path + ".shard-" + strconv.Itoa(i)
 }
 
-// shardIndex is the shard, of n, that keeps storeKey's counters.
+// shardIndex is the shard, of n, that keeps storeKey's counters: FNV-1a
+// (64 bits) of the key, mixed by MurmurHash3's 64-bit finalizer, modulo n.
+// FNV-1a alone spreads short keys badly: its low k bits depend only on the
+// low k bits of the key's bytes (so with n a power of two "k0" and
+// "all\x1fk0", one key under two policies, always shared a shard), and a
+// short key's last bytes barely reach its high bits (so "k0" to "k7" all
+// fell into one shard of four). The finalizer makes every bit of the
+// result depend on every bit of the hash.
 func shardIndex(storeKey string, n int) int {
 	if n == 1 {
 		return 0
 	}
 	h := fnv.New64a()
 	h.Write([]byte(storeKey))
-	return int(h.Sum64() % uint64(n))
+	return int(fmix64(h.Sum64()) % uint64(n))
+}
+
+// fmix64 is MurmurHash3's finalizer: a bijection on 64 bits that mixes
+// every input bit into every output bit.
+func fmix64(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
 }
 
 // ShardOf is the index of the shard, of n, that keeps key's counters under
