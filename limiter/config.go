@@ -88,6 +88,11 @@ type StoreConfig struct {
 	// SQLite's own busy handler instead of the store's fairer one. It exists
 	// to measure the difference (loadtest -busy-handler sqlite).
 	SQLiteBusyHandler bool
+	// MaxBatch bounds how many decisions of one process the SQLite store
+	// decides in one transaction (group commit); zero means its default,
+	// and 1 decides each in a transaction of its own, as before group
+	// commit. It exists to measure the difference (loadtest -batch).
+	MaxBatch int
 }
 
 // ConfigError lists every problem found in the configuration.

@@ -142,15 +142,15 @@ func dropped(q []*pending, p *pending) []*pending {
 }
 
 // take returns the batch leader leads: itself, then the attempts queued
-// after it, in arrival order, up to MaxBatch and up to the first
+// after it, in arrival order, up to most in all and up to the first
 // cross-shard transaction waiting (which keeps its place). Members whose
 // context has ended are answered with its error and left out.
-func (b *batcher) take(leader *pending) []*pending {
+func (b *batcher) take(leader *pending, most int) []*pending {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	batch := []*pending{leader}
 	n := 0
-	for n < len(b.queue) && len(batch) < MaxBatch && !b.queue[n].token {
+	for n < len(b.queue) && len(batch) < most && !b.queue[n].token {
 		p := b.queue[n]
 		n++
 		p.state = taken
@@ -217,7 +217,11 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome,
 	// Whatever happens below, the turn passes on: a leader's own answer
 	// never waits for a later batch.
 	defer sh.batch.handOff()
-	batch := sh.batch.take(p)
+	most := sh.cfg.MaxBatch
+	if most <= 0 {
+		most = MaxBatch
+	}
+	batch := sh.batch.take(p, most)
 	if len(batch) > 0 {
 		outs, err := sh.decideBatch(batch)
 		sh.batch.answer(batch, outs, err)
