@@ -73,6 +73,13 @@ func writeAcross(ctx context.Context, shards []*shard, fn func(at func(string) *
 	}
 	for {
 		hs, err := acquireAll(ctx, shards)
+		if err != nil && isBusy(err) && !shards[0].cfg.SQLiteBusyHandler {
+			// A reopen found a file locked: wait as for a transaction.
+			if err := shards[0].waitTurn(ctx, nil, start); err != nil {
+				return wrapAcross(shards, err)
+			}
+			continue
+		}
 		if err == nil {
 			err = txAcross(ctx, shards, hs, start, fn)
 		}
@@ -219,15 +226,29 @@ func attach(ctx context.Context, conn *sql.Conn, shards []*shard) error {
 	return nil
 }
 
-// detach detaches what attach attached. A connection that will not let go
-// of an attached file must not serve that shard's own transactions (its
-// BEGIN would lock the other file too): it is thrown away, and lo's
-// handle h with it.
+// detach detaches what attach attached. DETACH reads the schema of every
+// attached file it has not read yet (after a BEGIN that found one locked,
+// say), which needs a shared lock: it may wait for that, briefly, as a
+// reader does. A connection that will not let go of an attached file must
+// not serve that shard's own transactions (its BEGIN would lock the other
+// file too): it is thrown away, and lo's handle h with it.
 func detach(conn *sql.Conn, lo *shard, h *handle, shards []*shard) {
-	var failed bool
+	ctx := context.Background()
+	waiting := false
+	failed := false
 	for _, sh := range shards {
-		_, err := conn.ExecContext(context.Background(), "DETACH DATABASE "+schemaOf(sh))
+		_, err := conn.ExecContext(ctx, "DETACH DATABASE "+schemaOf(sh))
+		if isBusy(err) && !waiting {
+			waiting = true
+			conn.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(lo.cfg.BusyTimeout.Milliseconds(), 10))
+			_, err = conn.ExecContext(ctx, "DETACH DATABASE "+schemaOf(sh))
+		}
 		if err != nil && !strings.Contains(err.Error(), "no such database") {
+			failed = true
+		}
+	}
+	if waiting && !lo.cfg.SQLiteBusyHandler {
+		if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 			failed = true
 		}
 	}
