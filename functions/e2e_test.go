@@ -318,7 +318,7 @@ func mustHTTP(t *testing.T, e *emulator, event []byte) events.APIGatewayV2HTTPRe
 
 // edit returns event with change applied to its JSON object; the fields
 // change does not touch stay as they were.
-func edit(t *testing.T, event []byte, change func(e map[string]any)) []byte {
+func edit(t testing.TB, event []byte, change func(e map[string]any)) []byte {
 	t.Helper()
 	var e map[string]any
 	if err := json.Unmarshal(event, &e); err != nil {
@@ -333,7 +333,7 @@ func edit(t *testing.T, event []byte, change func(e map[string]any)) []byte {
 }
 
 // withKey returns an HTTP API event whose X-Client-Key is key.
-func withKey(t *testing.T, event []byte, key string) []byte {
+func withKey(t testing.TB, event []byte, key string) []byte {
 	t.Helper()
 	return edit(t, event, func(e map[string]any) { e["headers"].(map[string]any)["x-client-key"] = key })
 }
