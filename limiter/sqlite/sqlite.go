@@ -1,13 +1,18 @@
-// Package sqlite keeps the limiter's counters and audit records in one SQLite
+// Package sqlite keeps the limiter's counters and audit records in a SQLite
 // file that many processes share, such as Lambda execution environments
-// mounting the same EFS file system.
+// mounting the same EFS file system, or, with StoreConfig.Shards, in
+// several files beside it, each key's counters in one of them.
 //
 // Every decision is one immediate write transaction: an upsert that returns
 // the new count, and the audit row when the attempt is allowed. SQLite's file
 // locks serialize those transactions across processes, so counts stay exact
-// however many processes share the file. The database is opened for a
-// network file system: a rollback journal (WAL needs shared memory on one
-// host), synchronous=FULL, and one connection per process.
+// however many processes share the file. Within a process, the decisions
+// that arrive while a transaction of their file is in flight are decided
+// together in its next transaction, one after another (group commit,
+// batch.go): on EFS a transaction costs its round trips, whatever it
+// writes. The database is opened for a network file system: a rollback
+// journal (WAL needs shared memory on one host), synchronous=FULL, and one
+// connection per file and process.
 package sqlite
 
 import (
