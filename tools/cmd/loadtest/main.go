@@ -187,6 +187,11 @@ func worker(o options) error {
 		return err
 	}
 	defer store.Close()
+	// Open every shard before the load, as a function's init does
+	// (stores.OpenReady), so that no cold open lands inside a measurement.
+	if err := store.Ready(ctx); err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	var decider limiter.Store = store
 	if o.cache {
@@ -411,12 +416,16 @@ func run(o options, procs int) (row, error) {
 			os.Remove(p)
 		}
 	}
-	// Create and migrate the schema once, so workers do not race for it.
+	// Create and migrate the schema of every shard once, so workers do not
+	// race for it. (sqlite.Open alone opens nothing: Ready does.)
 	s, err := sqlite.Open(context.Background(), o.storeConfig())
+	if err == nil {
+		err = s.Ready(context.Background())
+		s.Close()
+	}
 	if err != nil {
 		return row{}, err
 	}
-	s.Close()
 	if o.backlog > 0 {
 		if err := seedBacklog(o); err != nil {
 			return row{}, err
