@@ -26,7 +26,7 @@ func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o
 		return nil, fmt.Errorf("sqlite: override of %q: %w", p.Name, err)
 	}
 	var before *limiter.Override
-	err := s.writeKey(ctx, "set override", p.StoreKey(key), func(tx *sql.Tx) (err error) {
+	err := s.writeKey(ctx, "set override", key, func(tx *sql.Tx) (err error) {
 		if before, err = readOverride(ctx, tx, p.StoreKey(key)); err != nil {
 			return err
 		}
@@ -41,7 +41,7 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
 	var o *limiter.Override
-	sh, err := s.route(ctx, p.StoreKey(key))
+	sh, err := s.route(ctx, key)
 	if err == nil {
 		err = sh.do(ctx, "read override", func(h *handle) (err error) {
 			o, err = readOverride(ctx, h.db, p.StoreKey(key))
@@ -57,7 +57,7 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 // DeleteOverride removes key's override under p and returns it.
 func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
 	var before *limiter.Override
-	err := s.writeKey(ctx, "delete override", p.StoreKey(key), func(tx *sql.Tx) (err error) {
+	err := s.writeKey(ctx, "delete override", key, func(tx *sql.Tx) (err error) {
 		if before, err = readOverride(ctx, tx, p.StoreKey(key)); err != nil || before == nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string
 // before it (the ones a decision reads), or its GCRA bucket.
 func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now time.Time) error {
 	start := limiter.WindowStart(now, p.Window)
-	return s.writeKey(ctx, "reset", p.StoreKey(key), func(tx *sql.Tx) error {
+	return s.writeKey(ctx, "reset", key, func(tx *sql.Tx) error {
 		if p.IsGCRA() {
 			_, err := tx.ExecContext(ctx, resetBucketSQL, p.StoreKey(key))
 			return err
@@ -81,9 +81,9 @@ func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now tim
 	})
 }
 
-// writeKey runs fn in a write transaction on the shard of storeKey.
-func (s *Store) writeKey(ctx context.Context, op, storeKey string, fn func(*sql.Tx) error) error {
-	sh, err := s.route(ctx, storeKey)
+// writeKey runs fn in a write transaction on the shard of key.
+func (s *Store) writeKey(ctx context.Context, op, key string, fn func(*sql.Tx) error) error {
+	sh, err := s.route(ctx, key)
 	if err != nil {
 		return err
 	}

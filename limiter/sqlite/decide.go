@@ -30,23 +30,23 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	if idx := s.shardsOf(a); len(idx) > 1 {
 		return s.allowAcross(ctx, idx, a)
 	}
-	return s.shardOf(a.Checks[0].Policy.StoreKey(a.Checks[0].Key)).allow(ctx, a)
+	return s.shardOf(a.Checks[0].Key).allow(ctx, a)
 }
 
 // decide decides a inside a write transaction, with the statements at
-// gives for each store key (its shard's): for each check, one read of the
+// gives for each client key (its shard's): for each check, one read of the
 // key's override, previous window and GCRA bucket, and for a window one
 // upsert that returns its count with this attempt's cost; then the
 // policies decide, a GCRA bucket that moved is written back, and an allowed
 // attempt's audit record is inserted in its first check's shard. Several
 // attempts decided one after another in one transaction each see the
 // counts of those before.
-func decide(ctx context.Context, at func(storeKey string) *statements, a limiter.Attempt) (limiter.Outcome, error) {
+func decide(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Outcome, error) {
 	checks := make([]limiter.Check, len(a.Checks))
 	states := make([]limiter.State, len(a.Checks))
 	for i, c := range a.Checks {
 		p, key := c.Policy, c.Policy.StoreKey(c.Key)
-		st := at(key)
+		st := at(c.Key)
 		start := limiter.WindowStart(a.Now, p.Window)
 		r, err := readState(ctx, st, p, key, start)
 		if err != nil {
@@ -66,8 +66,7 @@ func decide(ctx context.Context, at func(storeKey string) *statements, a limiter
 	o := b.Outcome(states)
 	for i, d := range o.Decisions {
 		if d.Moved {
-			key := checks[i].Policy.StoreKey(d.Key)
-			if _, err := at(key).tat.ExecContext(ctx, key, d.TAT.UnixNano()); err != nil {
+			if _, err := at(d.Key).tat.ExecContext(ctx, checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano()); err != nil {
 				return limiter.Outcome{}, err
 			}
 		}
@@ -76,7 +75,7 @@ func decide(ctx context.Context, at func(storeKey string) *statements, a limiter
 		return o, nil
 	}
 	first := a.Checks[0]
-	_, err := at(first.Policy.StoreKey(first.Key)).audit.ExecContext(ctx, first.Key,
+	_, err := at(first.Key).audit.ExecContext(ctx, first.Key,
 		limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
 		a.Now.UTC().Format(limiter.CalledAtLayout), a.Route, a.RequestID, first.Units())
 	return o, err
@@ -122,7 +121,7 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
 	var r stored
-	sh, err := s.route(ctx, p.StoreKey(key))
+	sh, err := s.route(ctx, key)
 	if err == nil {
 		err = sh.do(ctx, "read count", func(h *handle) (err error) {
 			r, err = readState(ctx, &h.stmts, p, p.StoreKey(key), limiter.WindowStart(now, p.Window))

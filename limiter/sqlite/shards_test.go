@@ -18,12 +18,12 @@ import (
 	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
-// keyIn is the first key "k0", "k1", ... whose counters under p live in
-// shard i of n.
-func keyIn(t *testing.T, p limiter.Policy, i, n int) string {
+// keyIn is the first key "k0", "k1", ... whose counters live in shard i of
+// n.
+func keyIn(t *testing.T, i, n int) string {
 	t.Helper()
 	for j := range 10000 {
-		if k := fmt.Sprint("k", j); sqlite.ShardOf(p, k, n) == i {
+		if k := fmt.Sprint("k", j); sqlite.ShardOf(k, n) == i {
 			return k
 		}
 	}
@@ -40,14 +40,14 @@ func TestShardsSpreadKeysAndRecordTheLayout(t *testing.T) {
 		t.Fatalf("paths %v", paths)
 	}
 	for i := range 4 {
-		allow(t, s, ping, keyIn(t, ping, i, 4), t0)
+		allow(t, s, ping, keyIn(t, i, 4), t0)
 	}
 	for i, p := range paths {
 		db := sqlitetest.Inspect(t, p)
 		if got := sqlitetest.QueryString(t, db, `SELECT shard || ' of ' || shards FROM layout`); got != fmt.Sprint(i, " of 4") {
 			t.Errorf("%s records %q, want %d of 4", p, got, i)
 		}
-		if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE key = ?`, keyIn(t, ping, i, 4)); n != 1 {
+		if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE key = ?`, keyIn(t, i, 4)); n != 1 {
 			t.Errorf("shard %d: %d rows for its key, want 1", i, n)
 		}
 		if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM rate_limit_windows`); n != 1 {
@@ -91,7 +91,7 @@ func TestAnotherShardCountIsRefused(t *testing.T) {
 			!strings.Contains(err.Error(), fmt.Sprint("SQLITE_SHARDS=", n)) {
 			t.Errorf("%d shards on a 4-shard layout: %v; want a schema fault naming the files and both counts", n, err)
 		}
-		if _, err := s.Allow(context.Background(), storetest.One(ping, keyIn(t, ping, n-1, n), t0, "", "")); limiter.FaultOf(err) != limiter.FaultSchema {
+		if _, err := s.Allow(context.Background(), storetest.One(ping, keyIn(t, n-1, n), t0, "", "")); limiter.FaultOf(err) != limiter.FaultSchema {
 			t.Errorf("%d shards: allow = %v, want the schema fault", n, err)
 		}
 		s.Close()
@@ -130,50 +130,57 @@ func TestASingleFileDatabaseIsNotSpreadOver(t *testing.T) {
 	}
 }
 
-// twoShards are two policies whose counters for key fall into different
-// shards of four, the lower first.
-func twoShards(t *testing.T) (limiter.Policy, limiter.Policy, string) {
-	t.Helper()
+// TestOneKeysPoliciesShareAShard: a request under three policies of one
+// client key is decided in that key's shard alone, in one file's
+// transaction.
+func TestOneKeysPoliciesShareAShard(t *testing.T) {
+	s := sqlitetest.Open(t, shardedConfig("", 4))
+	burst := limiter.Policy{Name: "burst", Limit: 5, Window: time.Second, Algorithm: limiter.Sliding, Namespace: "burst"}
 	daily := limiter.Policy{Name: "daily", Limit: 1000, Window: 24 * time.Hour, Namespace: "daily"}
-	for j := range 1000 {
-		k := fmt.Sprint("k", j)
-		if a, b := sqlite.ShardOf(ping, k, 4), sqlite.ShardOf(daily, k, 4); a < b {
-			return ping, daily, k
-		}
+	key := keyIn(t, 2, 4)
+	a := limiter.Attempt{Checks: []limiter.Check{{Policy: ping, Key: key}, {Policy: burst, Key: key}, {Policy: daily, Key: key}}, Now: t0}
+	if o, err := s.Allow(context.Background(), a); err != nil || !o.Allowed {
+		t.Fatalf("allow = %+v, %v", o, err)
 	}
-	t.Fatal("no key whose policies fall apart")
-	return ping, daily, ""
+	if st := s.Stats(); st.CrossShard != 0 || st.Batches != 1 {
+		t.Errorf("stats %+v; want one batch, nothing across shards", st)
+	}
+	if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, s.Paths()[2]), `SELECT count(*) FROM rate_limit_windows`); n != 3 {
+		t.Errorf("shard 2 holds %d counters, want the key's three", n)
+	}
 }
 
 // TestARequestAcrossShardsCommitsInEveryOneOrNone: a request counted in
-// two shards whose commit fails leaves neither counted; the next one
-// counts in both, its audit row in the first check's shard.
+// two shards (under policies of two client keys) whose commit fails leaves
+// neither counted; the next one counts in both, its audit row in the first
+// check's shard.
 func TestARequestAcrossShardsCommitsInEveryOneOrNone(t *testing.T) {
 	s := sqlitetest.Open(t, shardedConfig("", 4))
-	p, q, key := twoShards(t)
-	a := limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: key}, {Policy: q, Key: key}}, Now: t0, Route: "GET /ping", RequestID: "r"}
+	byIP := limiter.Policy{Name: "ip", Limit: 1000, Window: time.Minute, Namespace: "ip"}
+	key, ip := keyIn(t, 1, 4), keyIn(t, 3, 4)
+	a := limiter.Attempt{Checks: []limiter.Check{{Policy: ping, Key: key}, {Policy: byIP, Key: ip}}, Now: t0, Route: "GET /ping", RequestID: "r"}
 	restore := sqlite.SetCommitHook(func(string) error { return errors.New("forced failure") })
 	if _, err := s.Allow(context.Background(), a); err == nil || !strings.Contains(err.Error(), "decide across") {
 		t.Fatalf("allow with its commit failing = %v; want the error, naming the files", err)
 	}
 	restore()
-	count := func(pol limiter.Policy) int64 {
-		db := sqlitetest.Inspect(t, s.Paths()[sqlite.ShardOf(pol, key, 4)])
-		return sqlitetest.QueryInt(t, db, `SELECT coalesce(sum(count), 0) FROM rate_limit_windows WHERE key = ?`, pol.StoreKey(key))
+	count := func(p limiter.Policy, k string) int64 {
+		db := sqlitetest.Inspect(t, s.Paths()[sqlite.ShardOf(k, 4)])
+		return sqlitetest.QueryInt(t, db, `SELECT coalesce(sum(count), 0) FROM rate_limit_windows WHERE key = ?`, p.StoreKey(k))
 	}
-	if count(p) != 0 || count(q) != 0 {
-		t.Fatalf("after the failed commit: counted %d and %d, want nothing in either shard", count(p), count(q))
+	if count(ping, key) != 0 || count(byIP, ip) != 0 {
+		t.Fatalf("after the failed commit: counted %d and %d, want nothing in either shard", count(ping, key), count(byIP, ip))
 	}
 	o, err := s.Allow(context.Background(), a)
 	if err != nil || !o.Allowed || o.Decisions[0].Count != 1 || o.Decisions[1].Count != 1 {
 		t.Fatalf("allow = %+v, %v; want allowed, count 1 under both", o, err)
 	}
-	if count(p) != 1 || count(q) != 1 {
-		t.Errorf("counted %d and %d, want 1 in each shard", count(p), count(q))
+	if count(ping, key) != 1 || count(byIP, ip) != 1 {
+		t.Errorf("counted %d and %d, want 1 in each shard", count(ping, key), count(byIP, ip))
 	}
 	for i, path := range s.Paths() {
 		want := int64(0)
-		if i == sqlite.ShardOf(p, key, 4) {
+		if i == 1 {
 			want = 1
 		}
 		if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, path), `SELECT count(*) FROM api_calls`); n != want {
@@ -190,7 +197,7 @@ func TestARequestAcrossShardsCommitsInEveryOneOrNone(t *testing.T) {
 func TestReadOnlyShards(t *testing.T) {
 	path := sqlitetest.Path(t)
 	w := sqlitetest.Open(t, shardedConfig(path, 4))
-	k1, k2 := keyIn(t, ping, 1, 4), keyIn(t, ping, 2, 4)
+	k1, k2 := keyIn(t, 1, 4), keyIn(t, 2, 4)
 	allow(t, w, ping, k1, t0)
 	allow(t, w, ping, k1, t0)
 	w.Close()
@@ -222,7 +229,7 @@ func TestReadOnlyShards(t *testing.T) {
 func TestAHotJournalInOneShardHoldsUpNoOther(t *testing.T) {
 	path := sqlitetest.Path(t)
 	w := sqlitetest.Open(t, shardedConfig(path, 4))
-	k1, k2 := keyIn(t, ping, 1, 4), keyIn(t, ping, 2, 4)
+	k1, k2 := keyIn(t, 1, 4), keyIn(t, 2, 4)
 	allow(t, w, ping, k1, t0)
 	allow(t, w, ping, k2, t0)
 	w.Close()
@@ -267,7 +274,7 @@ func TestShardsSpreadKeysEvenly(t *testing.T) {
 	for _, n := range []int{4, 16, 32} {
 		per := make([]int, n)
 		for i := range 1000 {
-			per[sqlite.ShardOf(ping, fmt.Sprintf("k%04d", i), n)]++
+			per[sqlite.ShardOf(fmt.Sprintf("k%04d", i), n)]++
 		}
 		mean := 1000 / float64(n)
 		for i, c := range per {

@@ -32,9 +32,11 @@ func Work(s limiter.Store, p limiter.Policy, keys int, now time.Time) {
 
 // WorkConcurrently is Work with several goroutines deciding at once, as a
 // process serving several requests does (a store may then decide them
-// together), each attempt checked under every one of policies for its key;
-// the first policy's count decides which attempts are allowed when the
-// others' limits are out of reach.
+// together), each attempt checked under every one of policies: under the
+// first for its key, under each other for its key + "/" + the policy's name,
+// as a policy with another key source (an address) would. The first
+// policy's count decides which attempts are allowed when the others' limits
+// are out of reach.
 func WorkConcurrently(s limiter.Store, policies []limiter.Policy, keys, goroutines int, now time.Time) {
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
@@ -43,8 +45,12 @@ func WorkConcurrently(s limiter.Store, policies []limiter.Policy, keys, goroutin
 			for i := 0; ; i++ {
 				key := fmt.Sprintf("k%d", rand.IntN(keys))
 				a := limiter.Attempt{Now: now, Route: "GET /ping", RequestID: fmt.Sprint(os.Getpid(), "-", g, "-", i)}
-				for _, p := range policies {
-					a.Checks = append(a.Checks, limiter.Check{Policy: p, Key: key})
+				for i, p := range policies {
+					k := key
+					if i > 0 {
+						k += "/" + p.Name
+					}
+					a.Checks = append(a.Checks, limiter.Check{Policy: p, Key: k})
 				}
 				// The request id is unique across workers, as API Gateway's is.
 				if _, err := s.Allow(context.Background(), a); err != nil {
