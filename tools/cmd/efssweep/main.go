@@ -74,6 +74,8 @@ func main() {
 	shards := flag.String("shards", "1", "comma-separated SQLITE_SHARDS values")
 	batch := flag.Int("batch", 0, "most decisions per transaction (0: the store's default; 1: no group commit)")
 	policies := flag.Int("policies", 1, "policies per request (loadtest -policies)")
+	cross := flag.Bool("cross", false, "loadtest -cross (with -via store): the other policies under other client keys, mostly in other shards")
+	via := flag.String("via", "handler", "loadtest -via: handler or store")
 	plotFrom := flag.String("plot", "", "only draw -png from these comma-separated JSON files of earlier runs")
 	xAxis := flag.String("x", "latency", "the chart's x axis: latency, shards or clients")
 	duration := flag.Duration("duration", 10*time.Second, "load per run")
@@ -110,7 +112,7 @@ func main() {
 				BufferWrites: *buffered, RejectCache: *cache, Rate: *rate}
 			m.reset()
 			out := run(bins["loadtest"], "-json", "-db", filepath.Join(m.dir, "ratelimit.db"), "-procs", p,
-				"-clients", c, "-shards", n, "-batch", strconv.Itoa(*batch), "-policies", strconv.Itoa(*policies),
+				"-clients", c, "-shards", n, "-batch", strconv.Itoa(*batch), "-policies", strconv.Itoa(*policies), "-cross="+strconv.FormatBool(*cross), "-via", *via,
 				"-keys", strconv.Itoa(*keys), "-duration", duration.String(),
 				"-limit", strconv.FormatInt(*limit, 10), "-window", strconv.FormatInt(*window, 10), "-busy", busy.String(), "-busy-handler", *handler,
 				"-journal", *journal, "-reject-cache="+strconv.FormatBool(*cache), "-rate", strconv.FormatFloat(*rate, 'f', -1, 64))

@@ -64,6 +64,7 @@ type options struct {
 	shards   int
 	batch    int
 	policies int
+	cross    bool
 }
 
 func main() {
@@ -88,8 +89,12 @@ func main() {
 	flag.IntVar(&o.worker, "worker", -1, "internal: run as worker process N (-2: the pruner)")
 	flag.IntVar(&o.shards, "shards", 1, "SQLITE_SHARDS: files the counters are spread over")
 	flag.IntVar(&o.batch, "batch", 0, "most decisions of a process in one transaction (0: the store's default; 1: no group commit, as before it)")
-	flag.IntVar(&o.policies, "policies", 1, "policies per request: ping, then others that count every attempt and deny none, each under its own store key (so in other shards)")
+	flag.IntVar(&o.policies, "policies", 1, "policies per request: ping, then others that count every attempt and deny none, under the same client key (so in the same shard)")
+	flag.BoolVar(&o.cross, "cross", false, "with -via store: the other policies count under another client key each (key/pN, as another key source would), mostly in other shards")
 	flag.Parse()
+	if o.cross && o.via != "store" {
+		fatal(errors.New("-cross needs -via store: the handler takes every policy's key from the request"))
+	}
 	for _, p := range strings.Split(procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 1 {
@@ -142,6 +147,15 @@ func (o options) storeConfig() limiter.StoreConfig {
 
 func (o options) policy() limiter.Policy {
 	return limiter.Policy{Name: limiter.DefaultPolicyName, Limit: o.limit, Window: time.Duration(o.window) * time.Second}
+}
+
+// keyOf is the client key an attempt for key counts under with p: key
+// itself, or with -cross for the other policies, key/<name>.
+func (o options) keyOf(p limiter.Policy, key string) string {
+	if o.cross && p.Name != limiter.DefaultPolicyName {
+		return key + "/" + p.Name
+	}
+	return key
 }
 
 // rules are the policies of every request: ping (o.limit), and o.policies-1
@@ -340,7 +354,7 @@ func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Stor
 	if o.via == "store" {
 		a := limiter.Attempt{Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"}
 		for _, r := range o.rules() {
-			a.Checks = append(a.Checks, limiter.Check{Policy: r.Policy, Key: key})
+			a.Checks = append(a.Checks, limiter.Check{Policy: r.Policy, Key: o.keyOf(r.Policy, key)})
 		}
 		out, err := store.Allow(ctx, a)
 		if err != nil {
@@ -455,7 +469,8 @@ func run(o options, procs int) (row, error) {
 			"-keys", strconv.Itoa(o.keys), "-duration", o.duration.String(), "-limit", strconv.FormatInt(o.limit, 10),
 			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via, "-busy-handler", o.handler,
 			"-reject-cache="+strconv.FormatBool(o.cache), "-rate", strconv.FormatFloat(o.rate, 'f', -1, 64),
-			"-shards", strconv.Itoa(o.shards), "-batch", strconv.Itoa(o.batch), "-policies", strconv.Itoa(o.policies))
+			"-shards", strconv.Itoa(o.shards), "-batch", strconv.Itoa(o.batch), "-policies", strconv.Itoa(o.policies),
+			"-cross="+strconv.FormatBool(o.cross))
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -563,7 +578,8 @@ func check(o options, total result) (int, []string, error) {
 				strings.ReplaceAll(kw, "\t", " @ "), attempts, total.Memory[kw], g.stored, total.Granted[kw], allowed, g.audit))
 		}
 		for _, r := range o.rules()[1:] {
-			k := r.Policy.Namespace + "\x1f" + kw
+			key, window, _ := strings.Cut(kw, "\t")
+			k := r.Policy.StoreKey(o.keyOf(r.Policy, key)) + "\t" + window
 			if other[k] != g.stored {
 				bad = append(bad, fmt.Sprintf("%s: stored %d under %s, %d under ping", strings.ReplaceAll(kw, "\t", " @ "), other[k], r.Policy.Name, g.stored))
 			}
