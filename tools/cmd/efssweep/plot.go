@@ -49,7 +49,7 @@ var axes = map[string]axis{
 	"shards": {"SQLITE_SHARDS (files)",
 		func(r point) float64 { return float64(r.Shards) },
 		func(r point) string {
-			return fmt.Sprintf("%s × %s, %s%s", plural(r.Procs, "process", "processes"), plural(r.Clients, "client", "clients"), r.Latency, buffering(r))
+			return fmt.Sprintf("%s × %s, %s, %s%s", plural(r.Procs, "process", "processes"), plural(r.Clients, "client", "clients"), r.Journal, r.Latency, buffering(r))
 		}},
 	"clients": {"concurrent requests in one process",
 		func(r point) float64 { return float64(r.Clients) },
@@ -104,8 +104,10 @@ func plotThroughput(results []point, x, path string) error {
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 	p.Legend.Left = true
-	p.Legend.Top = x != "latency"
 	p.Legend.XOffs, p.Legend.YOffs = vg.Points(10), vg.Points(10)
+	if x != "latency" { // rising lines: the legend goes in the top left, below the title
+		p.Legend.Top, p.Legend.YOffs = true, -vg.Points(10)
+	}
 	palette := []color.Color{
 		color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 255, G: 127, B: 14, A: 255},
 		color.RGBA{R: 44, G: 160, B: 44, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255},
@@ -124,6 +126,9 @@ func plotThroughput(results []point, x, path string) error {
 		points.Shape = draw.CircleGlyph{}
 		p.Add(line, points)
 		p.Legend.Add(name, line, points)
+	}
+	if x != "latency" {
+		p.Y.Max *= 4 // room for the legend above the lines
 	}
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
