@@ -3,10 +3,8 @@
 package functions_test
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,23 +130,6 @@ func invokeManaged(e *emulator, event []byte) (int, []byte, error) {
 	}
 }
 
-// changeCounter reads the database header's file change counter, which
-// SQLite increments once per committed write transaction in
-// rollback-journal mode.
-func changeCounter(t testing.TB, path string) uint32 {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var hdr [28]byte
-	if _, err := io.ReadFull(f, hdr[:]); err != nil {
-		t.Fatal(err)
-	}
-	return binary.BigEndian.Uint32(hdr[24:28])
-}
-
 // managedAnswer is what one invocation of the ping function answered.
 type managedAnswer struct {
 	key, id string
@@ -208,13 +189,13 @@ func TestManagedInstanceBatchesConcurrentInvocations(t *testing.T) {
 	dbPath := filepath.Join(dbDir, "ratelimit.db")
 	sqlitetest.Open(t, limiter.StoreConfig{Path: dbPath}).Close() // the schema first, so commits below are decisions
 	handOver(t, dbDir)
-	before := changeCounter(t, dbPath)
+	before := sqlitetest.ChangeCounter(t, dbPath)
 	e := startManaged(t, task, concurrency, "DB_PATH="+dbPath, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)
 	answers := driveManaged(t, e, keys, perKey, concurrency)
 	if t.Failed() {
 		t.FailNow()
 	}
-	commits := changeCounter(t, dbPath) - before
+	commits := sqlitetest.ChangeCounter(t, dbPath) - before
 
 	counts := map[string][]float64{}
 	statuses := map[string]map[int]int{}
