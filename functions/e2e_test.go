@@ -144,9 +144,12 @@ type emulator struct {
 	// second, concurrent one with a busy error: it logs "ReserveFailed:
 	// AlreadyReserved", dereferences the missing reservation and crashes,
 	// taking the in-flight invocation with it.
-	mu   sync.Mutex
-	logs *lockedBuffer // what the emulator and the function wrote
-	stop func()        // stops it now rather than when the test ends
+	mu sync.Mutex
+	// parallel: the emulator is in its managed-instances mode, which runs
+	// several invocations at once; they are not serialised.
+	parallel bool
+	logs     *lockedBuffer // what the emulator and the function wrote
+	stop     func()        // stops it now rather than when the test ends
 }
 
 // startEmulator runs function's bootstrap under its own emulator, with
@@ -171,12 +174,25 @@ func startEmulator(t testing.TB, function string, env ...string) *emulator {
 	// only what is listed here: nothing from the test's environment leaks
 	// into the configuration (nor AWS_LAMBDA_MAX_CONCURRENCY, which would
 	// switch the emulator to another mode).
-	cmd.Env = append([]string{
+	cmd.Env = lambdaEnv(function, env...)
+	return runEmulator(t, function, cmd, addr)
+}
+
+// lambdaEnv is the environment the emulator gives a function, with env
+// added.
+func lambdaEnv(function string, env ...string) []string {
+	return append([]string{
 		"AWS_LAMBDA_FUNCTION_NAME=" + function,
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=10", // as template.yaml has it
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
 		"AWS_REGION=us-east-1",
 	}, env...)
+}
+
+// runEmulator starts cmd, an emulator invoked at addr, and stops it when
+// the test ends. Its output is printed if the test fails.
+func runEmulator(t testing.TB, function string, cmd *exec.Cmd, addr string) *emulator {
+	t.Helper()
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// The bootstrap inherits the output; do not wait for it forever.
@@ -274,8 +290,10 @@ func freeAddrs(t testing.TB, n int) []string {
 // invoke sends event as an invocation and returns the emulator's answer:
 // the function's response or error object, as Lambda's Invoke API returns it.
 func (e *emulator) invoke(event []byte) (int, []byte, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if !e.parallel {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+	}
 	resp, err := e.client.Post(e.url, "application/json", bytes.NewReader(event))
 	if err != nil {
 		return 0, nil, err
@@ -312,7 +330,7 @@ func mustHTTP(t *testing.T, e *emulator, event []byte) events.APIGatewayV2HTTPRe
 
 // edit returns event with change applied to its JSON object; the fields
 // change does not touch stay as they were.
-func edit(t *testing.T, event []byte, change func(e map[string]any)) []byte {
+func edit(t testing.TB, event []byte, change func(e map[string]any)) []byte {
 	t.Helper()
 	var e map[string]any
 	if err := json.Unmarshal(event, &e); err != nil {
@@ -327,7 +345,7 @@ func edit(t *testing.T, event []byte, change func(e map[string]any)) []byte {
 }
 
 // withKey returns an HTTP API event whose X-Client-Key is key.
-func withKey(t *testing.T, event []byte, key string) []byte {
+func withKey(t testing.TB, event []byte, key string) []byte {
 	t.Helper()
 	return edit(t, event, func(e map[string]any) { e["headers"].(map[string]any)["x-client-key"] = key })
 }

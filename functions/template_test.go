@@ -62,12 +62,12 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 	env := map[string]string{
 		"RateLimit": "RATE_LIMIT", "WindowSeconds": "WINDOW_SECONDS", "ClientKeySource": "CLIENT_KEY_SOURCE",
 		"FailMode": "FAIL_MODE", "AuditRetention": "AUDIT_RETENTION", "BusyTimeout": "BUSY_TIMEOUT", "RejectCache": "REJECT_CACHE",
-		"Store": "STORE", "Shadow": "SHADOW",
+		"Store": "STORE", "Shadow": "SHADOW", "SqliteShards": "SQLITE_SHARDS", "SqliteJournalMode": "JOURNAL_MODE",
 	}
 	candidates := []string{"", "0", "1", "1.5", "-1", "3", "60", "2592000", "2592001", "99999999999999999999",
 		"0s", "0ms", "1ms", "9999ms", "10000ms", "9s", "10s", "25s", "1h", "0d", "1d", "30d", "36500d", "36501d", "9999d",
 		"720h", "999999h", "1m", "header", "source-ip", "claim:", "claim:sub", "x-forwarded-for", "closed", "open", "on", "off", "maybe",
-		"sqlite", "dynamodb", "redis"}
+		"sqlite", "dynamodb", "redis", "4", "16", "64", "65", "010", "DELETE", "TRUNCATE", "PERSIST", "WAL", "truncate"}
 	for param, name := range env {
 		p, ok := tpl.Parameters[param]
 		if !ok {
@@ -198,7 +198,7 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 		// zone: the functions wait for both, through a handle, because
 		// DependsOn cannot name a resource a condition may leave out.
 		want(fn+" depends on", at(f, "DependsOn"), "StorageReady")
-		for _, env := range []string{"RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "REJECT_CACHE"} {
+		for _, env := range []string{"RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "REJECT_CACHE", "SQLITE_SHARDS"} {
 			if at(p, "Environment", "Variables", env) == nil {
 				t.Errorf("%s has no %s", fn, env)
 			}

@@ -11,6 +11,10 @@ const (
 	DefaultWindow      = 60 * time.Second
 	DefaultBusyTimeout = 3 * time.Second
 	DefaultJournalMode = "DELETE"
+	// MaxShards bounds SQLITE_SHARDS: each shard is a file with its own
+	// lock, connection and prune pass, and a request's checks attach at
+	// most as many files as it has checks.
+	MaxShards = 64
 	// MaxBusyTimeout keeps the lock wait inside the functions' 10 s timeout
 	// (and API Gateway's 30 s), with time left to answer.
 	MaxBusyTimeout = 9 * time.Second
@@ -58,6 +62,12 @@ type StoreConfig struct {
 
 	// Path is the SQLite database file (DB_PATH).
 	Path string
+	// Shards is how many SQLite files the counters are spread over
+	// (SQLITE_SHARDS, 1 to MaxShards; zero means 1): shard 0 is Path,
+	// shard i is Path + ".shard-<i>", and each key's counters live in the
+	// shard its store key hashes to. The files record the count they were
+	// created with, and a store configured with another refuses them.
+	Shards int
 	// JournalMode is SQLite's journal mode (JOURNAL_MODE): DELETE,
 	// TRUNCATE or PERSIST, the rollback journals, which work across hosts
 	// on EFS. ConfigFromEnv never gives WAL, whose index lives in shared
@@ -78,6 +88,11 @@ type StoreConfig struct {
 	// SQLite's own busy handler instead of the store's fairer one. It exists
 	// to measure the difference (loadtest -busy-handler sqlite).
 	SQLiteBusyHandler bool
+	// MaxBatch bounds how many decisions of one process the SQLite store
+	// decides in one transaction (group commit); zero means its default,
+	// and 1 decides each in a transaction of its own, as before group
+	// commit. It exists to measure the difference (loadtest -batch).
+	MaxBatch int
 }
 
 // ConfigError lists every problem found in the configuration.

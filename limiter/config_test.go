@@ -21,7 +21,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	want := limiter.Config{
 		FailMode: limiter.FailClosed,
-		Store:    limiter.StoreConfig{Kind: "sqlite", Path: "/mnt/efs/ratelimit.db", JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
+		Store:    limiter.StoreConfig{Kind: "sqlite", Path: "/mnt/efs/ratelimit.db", Shards: 1, JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
 		Rules: []limiter.Rule{{
 			Policy:    limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute},
 			KeySource: limiter.KeySource{Kind: "header"},
@@ -38,14 +38,14 @@ func TestConfigReadsEverySetting(t *testing.T) {
 	c, err := limiter.ConfigFromEnv(env(map[string]string{
 		"DB_PATH": "/x.db", "RATE_LIMIT": "100", "WINDOW_SECONDS": "3600",
 		"CLIENT_KEY_SOURCE": "claim:sub", "FAIL_MODE": "open", "AUDIT_RETENTION": "30d",
-		"BUSY_TIMEOUT": "1500ms", "JOURNAL_MODE": "truncate",
+		"BUSY_TIMEOUT": "1500ms", "JOURNAL_MODE": "truncate", "SQLITE_SHARDS": "16",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := c.Rules[0].Policy; p.Limit != 100 || p.Window != time.Hour || c.Rules[0].KeySource != (limiter.KeySource{Kind: "claim", Claim: "sub"}) ||
 		c.FailMode != limiter.FailOpen || c.Store.AuditRetention != 30*24*time.Hour ||
-		c.Store.BusyTimeout != 1500*time.Millisecond || c.Store.JournalMode != "TRUNCATE" {
+		c.Store.BusyTimeout != 1500*time.Millisecond || c.Store.JournalMode != "TRUNCATE" || c.Store.Shards != 16 {
 		t.Errorf("config = %+v", c)
 	}
 	if c, _ := limiter.ConfigFromEnv(env(map[string]string{"DB_PATH": "x", "AUDIT_RETENTION": "720h", "CLIENT_KEY_SOURCE": "source-ip"})); c.Store.AuditRetention != 720*time.Hour || c.Rules[0].KeySource.Kind != "source-ip" {
@@ -57,19 +57,20 @@ func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 	_, err := limiter.ConfigFromEnv(env(map[string]string{
 		"RATE_LIMIT": "0", "WINDOW_SECONDS": "1.5", "CLIENT_KEY_SOURCE": "x-forwarded-for",
 		"FAIL_MODE": "maybe", "AUDIT_RETENTION": "forever", "BUSY_TIMEOUT": "1h", "JOURNAL_MODE": "WAL",
+		"SQLITE_SHARDS": "65",
 	}))
 	var ce *limiter.ConfigError
 	if !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want a ConfigError", err)
 	}
 	msg := err.Error()
-	for _, name := range []string{"DB_PATH", "RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "JOURNAL_MODE"} {
+	for _, name := range []string{"DB_PATH", "RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "JOURNAL_MODE", "SQLITE_SHARDS"} {
 		if !strings.Contains(msg, name+":") {
 			t.Errorf("error does not mention %s:\n%s", name, msg)
 		}
 	}
-	if len(ce.Problems) != 8 {
-		t.Errorf("%d problems, want 8:\n%s", len(ce.Problems), msg)
+	if len(ce.Problems) != 9 {
+		t.Errorf("%d problems, want 9:\n%s", len(ce.Problems), msg)
 	}
 	if !strings.Contains(msg, "WAL is unsafe on EFS") {
 		t.Errorf("WAL rejection does not say why:\n%s", msg)

@@ -79,6 +79,7 @@ func (e *env) store() StoreConfig {
 		if s.Path = e.getenv("DB_PATH"); s.Path == "" {
 			e.bad("DB_PATH", "not set; it names the SQLite database file, e.g. /mnt/efs/ratelimit.db")
 		}
+		s.Shards = int(e.int("SQLITE_SHARDS", 1, 1, MaxShards, fmt.Sprintf("a whole number of files from 1 to %d", MaxShards)))
 	case StoreDynamoDB:
 		s.Kind, s.Table, s.Endpoint = v, e.getenv("TABLE_NAME"), e.getenv("DYNAMODB_ENDPOINT")
 		if s.Table == "" {

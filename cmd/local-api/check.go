@@ -47,7 +47,7 @@ func describeConfig(w io.Writer, c config) {
 	case limiter.StoreDynamoDB:
 		fmt.Fprintf(w, "store: dynamodb, table %s, endpoint %s\n", s.Table, orDefault(s.Endpoint, "AWS"))
 	default:
-		fmt.Fprintf(w, "store: sqlite, %s, journal %s\n", s.Path, s.JournalMode)
+		fmt.Fprintf(w, "store: sqlite, %s, journal %s, shards %d\n", s.Path, s.JournalMode, max(s.Shards, 1))
 	}
 	fmt.Fprintf(w, "busy timeout: %v\nfail mode: %s\nreject cache: %s\naudit retention: %s\n",
 		s.BusyTimeout, c.FailMode, onOff(c.RejectCache), retention(s))

@@ -62,6 +62,9 @@ func readConfig(getenv func(string) string) (config, error) {
 	c := config{Config: lc, Addr: defaultAddr, PruneInterval: defaultPruneInterval}
 	if wal {
 		c.Store.JournalMode = "WAL"
+		if c.Store.Shards > 1 {
+			problems = append(problems, errors.New("SQLITE_SHARDS: WAL commits a request counted in several shards atomically per file only; use one shard with WAL, or a rollback journal"))
+		}
 	}
 	if v := getenv("ADDR"); v != "" {
 		if _, port, err := net.SplitHostPort(v); err != nil {

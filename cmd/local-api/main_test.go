@@ -245,7 +245,7 @@ func TestCheckSaysWhetherPoliciesAreGood(t *testing.T) {
 		return string(out), cmd.ProcessState.ExitCode()
 	}
 	out, code := run(`[{"name":"ping","limit":3,"window":"60s"},{"name":"daily","limit":1000,"window":"1d","algorithm":"sliding","key":"source-ip","shadow":true}]`)
-	if code != 0 || out != "store: sqlite, ./data/ratelimit.db, journal DELETE\n"+
+	if code != 0 || out != "store: sqlite, ./data/ratelimit.db, journal DELETE, shards 1\n"+
 		"busy timeout: 3s\nfail mode: closed\nreject cache: off\naudit retention: forever\nmetrics: off\n"+
 		"listen: 127.0.0.1:3000\nprune every: 1m0s\nadmin routes: off\n"+
 		"policies:\n"+
@@ -273,9 +273,18 @@ func TestCheckSaysWhetherPoliciesAreGood(t *testing.T) {
 	}
 	// WAL is good for the local server, which is one host; the functions,
 	// each a host of its own on EFS, refuse it, and -check says so.
-	if out, code = run("", "JOURNAL_MODE=WAL"); code != 0 || !strings.Contains(out, "journal WAL\n") ||
+	if out, code = run("", "JOURNAL_MODE=WAL"); code != 0 || !strings.Contains(out, "journal WAL, shards 1\n") ||
 		!strings.Contains(out, "The Lambda functions would refuse it:") || !strings.Contains(out, "WAL is unsafe on EFS") {
 		t.Errorf("JOURNAL_MODE=WAL: exit %d, want 0, and that the functions would refuse it\n%s", code, out)
+	}
+	// Shards: -check names the count; WAL with several is refused, since
+	// it would commit a request counted in two files atomically per file
+	// only.
+	if out, code = run("", "SQLITE_SHARDS=16"); code != 0 || !strings.Contains(out, "journal DELETE, shards 16\n") {
+		t.Errorf("SQLITE_SHARDS=16: exit %d\n%s", code, out)
+	}
+	if out, code = run("", "SQLITE_SHARDS=4", "JOURNAL_MODE=WAL"); code != 2 || !strings.Contains(out, "SQLITE_SHARDS: WAL") {
+		t.Errorf("SQLITE_SHARDS=4 with WAL: exit %d, want 2 and why\n%s", code, out)
 	}
 	if out, code = run(`[{"name":"a","limit":1,"window":"1s"}]`, "RATE_LIMIT=5"); code != 0 || !strings.Contains(out, "RATE_LIMIT and WINDOW_SECONDS, which are ignored") {
 		t.Errorf("POLICIES with RATE_LIMIT: exit %d, want 0 and a note that RATE_LIMIT is ignored\n%s", code, out)

@@ -1,34 +1,14 @@
 package awslambda_test
 
 import (
-	"encoding/binary"
-	"io"
-	"os"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
+	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
-
-// changeCounter reads the database header's file change counter, which
-// SQLite increments once per committed write transaction in rollback-journal
-// mode. (Reading the file opens and closes it, which would drop this
-// process's locks on it; between requests the store holds none.)
-func changeCounter(t *testing.T, path string) uint32 {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var hdr [28]byte
-	if _, err := io.ReadFull(f, hdr[:]); err != nil {
-		t.Fatal(err)
-	}
-	return binary.BigEndian.Uint32(hdr[24:28])
-}
 
 // TestOneWriteTransactionPerPingNonePerStatus counts committed write
 // transactions through the Lambda handler: each /ping, allowed or rejected,
@@ -39,25 +19,25 @@ func TestOneWriteTransactionPerPingNonePerStatus(t *testing.T) {
 	status := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](t, "status.json")
 	f.invoke(t, ping) // the first decision of a process also reads the schema
 
-	before := changeCounter(t, f.store.Path())
+	before := sqlitetest.ChangeCounter(t, f.store.Path())
 	codes := map[int]int{}
 	for range 10 {
 		codes[f.invoke(t, ping).StatusCode]++
 	}
-	if got := changeCounter(t, f.store.Path()) - before; got != 10 {
+	if got := sqlitetest.ChangeCounter(t, f.store.Path()) - before; got != 10 {
 		t.Errorf("10 pings (%v) committed %d write transactions, want 10", codes, got)
 	}
 	if codes[200] != 2 || codes[429] != 8 {
 		t.Errorf("answers %v, want 2 allowed and 8 rejected", codes)
 	}
 
-	before = changeCounter(t, f.store.Path())
+	before = sqlitetest.ChangeCounter(t, f.store.Path())
 	for range 10 {
 		if resp := f.invoke(t, status); resp.StatusCode != 200 {
 			t.Fatalf("status: %d %s", resp.StatusCode, resp.Body)
 		}
 	}
-	if got := changeCounter(t, f.store.Path()) - before; got != 0 {
+	if got := sqlitetest.ChangeCounter(t, f.store.Path()) - before; got != 0 {
 		t.Errorf("10 status reads committed %d write transactions, want 0", got)
 	}
 }

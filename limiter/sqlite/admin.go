@@ -20,13 +20,13 @@ ON CONFLICT (key) DO UPDATE SET "limit" = excluded."limit", burst = excluded.bur
 )
 
 // SetOverride stores o as key's override under p and returns the one it
-// replaced, in one write transaction.
+// replaced, in one write transaction on key's shard.
 func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o limiter.Override) (*limiter.Override, error) {
 	if err := o.Validate(p); err != nil {
 		return nil, fmt.Errorf("sqlite: override of %q: %w", p.Name, err)
 	}
 	var before *limiter.Override
-	err := s.write(ctx, "set override", func(tx *sql.Tx, _ *handle) (err error) {
+	err := s.writeKey(ctx, "set override", key, func(tx *sql.Tx) (err error) {
 		if before, err = readOverride(ctx, tx, p.StoreKey(key)); err != nil {
 			return err
 		}
@@ -41,11 +41,14 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
 	var o *limiter.Override
-	err := s.do(ctx, "read override", func(h *handle) (err error) {
-		o, err = readOverride(ctx, h.db, p.StoreKey(key))
-		return err
-	})
-	if err != nil && s.noDatabaseYet() {
+	sh, err := s.route(ctx, key)
+	if err == nil {
+		err = sh.do(ctx, "read override", func(h *handle) (err error) {
+			o, err = readOverride(ctx, h.db, p.StoreKey(key))
+			return err
+		})
+	}
+	if err != nil && s.noDatabaseYet(sh) {
 		return nil, nil
 	}
 	return o, err
@@ -54,7 +57,7 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 // DeleteOverride removes key's override under p and returns it.
 func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
 	var before *limiter.Override
-	err := s.write(ctx, "delete override", func(tx *sql.Tx, _ *handle) (err error) {
+	err := s.writeKey(ctx, "delete override", key, func(tx *sql.Tx) (err error) {
 		if before, err = readOverride(ctx, tx, p.StoreKey(key)); err != nil || before == nil {
 			return err
 		}
@@ -68,7 +71,7 @@ func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string
 // before it (the ones a decision reads), or its GCRA bucket.
 func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now time.Time) error {
 	start := limiter.WindowStart(now, p.Window)
-	return s.write(ctx, "reset", func(tx *sql.Tx, _ *handle) error {
+	return s.writeKey(ctx, "reset", key, func(tx *sql.Tx) error {
 		if p.IsGCRA() {
 			_, err := tx.ExecContext(ctx, resetBucketSQL, p.StoreKey(key))
 			return err
@@ -76,6 +79,15 @@ func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now tim
 		_, err := tx.ExecContext(ctx, resetWindowsSQL, p.StoreKey(key), limiter.FormatWindow(start), limiter.FormatWindow(start.Add(-p.Window)))
 		return err
 	})
+}
+
+// writeKey runs fn in a write transaction on the shard of key.
+func (s *Store) writeKey(ctx context.Context, op, key string, fn func(*sql.Tx) error) error {
+	sh, err := s.route(ctx, key)
+	if err != nil {
+		return err
+	}
+	return sh.write(ctx, op, func(tx *sql.Tx, _ *handle) error { return fn(tx) })
 }
 
 // querier is a *sql.DB or a *sql.Tx.

@@ -28,6 +28,9 @@ const (
 	roleDecidingWorker = "deciding worker"
 	// roleLockHolder holds the database's write lock until its stdin closes.
 	roleLockHolder = "lock holder"
+	// roleShardedWorker makes decisions on four shards, four at a time,
+	// each under two policies, until killed.
+	roleShardedWorker = "sharded worker"
 )
 
 func TestMain(m *testing.M) {
@@ -35,6 +38,7 @@ func TestMain(m *testing.M) {
 		roleCrashingWriter: crashingWriter,
 		roleDecidingWorker: decidingWorker,
 		roleLockHolder:     holdLock,
+		roleShardedWorker:  shardedWorker,
 	})
 }
 
@@ -76,6 +80,22 @@ func decidingWorker(path string) {
 	storetest.Work(s, workerPolicy, 5, t0)
 }
 
+// everyAttempt is the second policy of the sharded workers: it counts
+// every attempt and denies none, under another client key (key + "/all",
+// as if from another key source), which mostly falls into another shard,
+// so that most attempts are decided across two shards.
+var everyAttempt = limiter.Policy{Name: "all", Limit: 1 << 40, Window: time.Minute, Namespace: "all"}
+
+// shardedWorker decides over eight keys, under workerPolicy and
+// everyAttempt, from four goroutines (so batches form), on four shards.
+func shardedWorker(path string) {
+	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path, Shards: 4, BusyTimeout: 10 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	storetest.WorkConcurrently(s, []limiter.Policy{workerPolicy, everyAttempt}, 8, 4, t0)
+}
+
 // TestKillNineMidTransaction runs four processes making decisions on one
 // file and, six times, kills one of them with SIGKILL at a random moment,
 // most likely inside a transaction (that is where a decision spends its
@@ -94,30 +114,74 @@ func TestKillNineMidTransaction(t *testing.T) {
 
 	// Open the file as the next environment would: a hot journal left by
 	// the last kills is rolled back first.
-	sqlitetest.Open(t, storeConfig(path))
-	db := sqlitetest.Inspect(t, path)
-	if r := sqlitetest.QueryString(t, db, `PRAGMA integrity_check`); r != "ok" {
-		t.Fatalf("integrity_check: %s", r)
+	s := sqlitetest.Open(t, storeConfig(path))
+	killed.Check(t, workerPolicy.Limit, storedWindows(t, s, workerPolicy))
+}
+
+// TestKillNineShardedAndBatched is TestKillNineMidTransaction on four
+// shards, with four decisions in flight per process (so they batch) and
+// every attempt under two policies (so most are decided across two
+// shards). Afterwards every file passes integrity_check; every window has
+// min(count, limit) audit rows and all reported decisions; and both
+// policies counted every attempt of every key alike: no decision survived
+// a kill counted in one shard only.
+func TestKillNineShardedAndBatched(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	cfg := shardedConfig(path, 4)
+	sqlitetest.Open(t, cfg).Close()
+	killed := storetest.Kill(t, storetest.Kills{Procs: 4, Kills: 6, Gap: 50, Timeout: 30 * time.Second, InFlight: 4}, func() *exec.Cmd {
+		return testproc.Command(roleShardedWorker, path)
+	})
+	s := sqlitetest.Open(t, cfg)
+	stored := storedWindows(t, s, workerPolicy)
+	killed.Check(t, workerPolicy.Limit, stored)
+	all := storedWindows(t, s, everyAttempt)
+	across := 0
+	for k, w := range stored {
+		other := k + "/" + everyAttempt.Name
+		if all[other].Count != w.Count {
+			t.Errorf("%s: counted %d under %s but %d under %s", k, w.Count, workerPolicy.Name, all[other].Count, everyAttempt.Name)
+		}
+		if sqlite.ShardOf(k, 4) != sqlite.ShardOf(other, 4) {
+			across++
+		}
 	}
+	if across == 0 || len(stored) != 8 {
+		t.Errorf("%d of %d keys decided across shards; the test shows nothing across them", across, len(stored))
+	}
+}
+
+// storedWindows checks integrity_check in every file of s and reads, per
+// client key, p's counter and the audit rows of its window, from the
+// shard of each.
+func storedWindows(t *testing.T, s *sqlite.Store, p limiter.Policy) map[string]storetest.Window {
+	t.Helper()
 	stored := map[string]storetest.Window{}
-	rows, err := db.Query(`SELECT w.key, w.count, (SELECT count(*) FROM api_calls a WHERE a.key = w.key AND a.window_start = w.window_start)
-		FROM rate_limit_windows w`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k string
-		var w storetest.Window
-		if err := rows.Scan(&k, &w.Count, &w.Audit); err != nil {
+	for _, path := range s.Paths() {
+		db := sqlitetest.Inspect(t, path)
+		if r := sqlitetest.QueryString(t, db, `PRAGMA integrity_check`); r != "ok" {
+			t.Fatalf("integrity_check of %s: %s", path, r)
+		}
+		rows, err := db.Query(`SELECT w.key, w.count, (SELECT count(*) FROM api_calls a WHERE p.client = a.key AND a.window_start = w.window_start)
+		FROM rate_limit_windows w, (SELECT substr(w2.key, length(?1) + 1) AS client, w2.key AS key FROM rate_limit_windows w2) p
+		WHERE p.key = w.key AND w.key = ?1 || p.client AND instr(p.client, char(31)) = 0`, p.StoreKey(""))
+		if err != nil {
 			t.Fatal(err)
 		}
-		stored[k] = w
+		for rows.Next() {
+			var k string
+			var w storetest.Window
+			if err := rows.Scan(&k, &w.Count, &w.Audit); err != nil {
+				t.Fatal(err)
+			}
+			stored[strings.TrimPrefix(k, p.StoreKey(""))] = w
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	killed.Check(t, workerPolicy.Limit, stored)
+	return stored
 }
 
 // TestPruneUnderLoadFailsNoDecision prunes a backlog of 20,000 expired

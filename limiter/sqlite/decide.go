@@ -14,34 +14,39 @@ import (
 )
 
 // Allow counts the attempt under each check and decides it, in one
-// immediate transaction (see decide). No count is read and written back
-// from Go, so concurrent processes cannot lose an increment, and an audit
-// record exists exactly when its increments committed as allowed.
+// immediate transaction (see decide): the transaction of the one shard its
+// checks fall into, shared with the attempts that wait for it (batch.go),
+// or one over every shard they fall into (cross.go). No count is read and
+// written back from Go, so concurrent processes cannot lose an increment,
+// and an audit record exists exactly when its increments committed as
+// allowed.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
 	if err := a.Validate(); err != nil {
 		return limiter.Outcome{}, fmt.Errorf("sqlite: %w", err)
 	}
-	var o limiter.Outcome
-	err := s.write(ctx, "decide", func(tx *sql.Tx, h *handle) (err error) {
-		o, err = decide(ctx, h.stmts.in(ctx, tx), a)
-		return err
-	})
-	if err != nil {
+	if err := s.first(ctx); err != nil {
 		return limiter.Outcome{}, err
 	}
-	return o, nil
+	if idx := s.shardsOf(a); len(idx) > 1 {
+		return s.allowAcross(ctx, idx, a)
+	}
+	return s.shardOf(a.Checks[0].Key).allow(ctx, a)
 }
 
-// decide decides a inside a write transaction: for each check, one read of
-// the key's override, previous window and GCRA bucket, and for a window one
+// decide decides a inside a write transaction, with the statements at
+// gives for each client key (its shard's): for each check, one read of the
+// key's override, previous window and GCRA bucket, and for a window one
 // upsert that returns its count with this attempt's cost; then the
 // policies decide, a GCRA bucket that moved is written back, and an allowed
-// attempt's audit record is inserted.
-func decide(ctx context.Context, st *statements, a limiter.Attempt) (limiter.Outcome, error) {
+// attempt's audit record is inserted in its first check's shard. Several
+// attempts decided one after another in one transaction each see the
+// counts of those before.
+func decide(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Outcome, error) {
 	checks := make([]limiter.Check, len(a.Checks))
 	states := make([]limiter.State, len(a.Checks))
 	for i, c := range a.Checks {
 		p, key := c.Policy, c.Policy.StoreKey(c.Key)
+		st := at(c.Key)
 		start := limiter.WindowStart(a.Now, p.Window)
 		r, err := readState(ctx, st, p, key, start)
 		if err != nil {
@@ -61,7 +66,7 @@ func decide(ctx context.Context, st *statements, a limiter.Attempt) (limiter.Out
 	o := b.Outcome(states)
 	for i, d := range o.Decisions {
 		if d.Moved {
-			if _, err := st.tat.ExecContext(ctx, checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano()); err != nil {
+			if _, err := at(d.Key).tat.ExecContext(ctx, checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano()); err != nil {
 				return limiter.Outcome{}, err
 			}
 		}
@@ -70,7 +75,7 @@ func decide(ctx context.Context, st *statements, a limiter.Attempt) (limiter.Out
 		return o, nil
 	}
 	first := a.Checks[0]
-	_, err := st.audit.ExecContext(ctx, first.Key,
+	_, err := at(first.Key).audit.ExecContext(ctx, first.Key,
 		limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
 		a.Now.UTC().Format(limiter.CalledAtLayout), a.Route, a.RequestID, first.Units())
 	return o, err
@@ -105,8 +110,8 @@ func readState(ctx context.Context, st *statements, p limiter.Policy, key string
 }
 
 // Usage reads key's standing under p at now, with its override, in one
-// statement in autocommit mode: it takes only a shared lock and writes
-// nothing.
+// statement in autocommit mode on its shard: it takes only a shared lock
+// and writes nothing.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
 	if err := p.Validate(); err != nil {
 		return limiter.Usage{}, fmt.Errorf("sqlite: %w", err)
@@ -116,27 +121,35 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
 	var r stored
-	err := s.do(ctx, "read count", func(h *handle) (err error) {
-		r, err = readState(ctx, &h.stmts, p, p.StoreKey(key), limiter.WindowStart(now, p.Window))
-		return err
-	})
-	if err != nil && !s.noDatabaseYet() {
+	sh, err := s.route(ctx, key)
+	if err == nil {
+		err = sh.do(ctx, "read count", func(h *handle) (err error) {
+			r, err = readState(ctx, &h.stmts, p, p.StoreKey(key), limiter.WindowStart(now, p.Window))
+			return err
+		})
+	}
+	if err != nil && !s.noDatabaseYet(sh) {
 		return limiter.Usage{}, err
 	}
 	return p.With(r.override).UsageAt(key, now, r.State), nil
 }
 
-// noDatabaseYet reports, for a read-only store, that the database file does
-// not exist but its directory does: no writer has counted anything yet, so
-// every count is 0. (A missing directory is a mount or path fault, and
-// stays one.)
-func (s *Store) noDatabaseYet() bool {
+// noDatabaseYet reports, for a read-only store, that the file of sh (or,
+// when the call failed before it had a shard, shard 0's) does not exist but
+// its directory does: no writer has counted anything there yet, so every
+// count is 0. (A missing directory is a mount or path fault, and stays
+// one.)
+func (s *Store) noDatabaseYet(sh *shard) bool {
 	if !s.cfg.ReadOnly {
 		return false
 	}
-	if _, err := os.Stat(s.path); !errors.Is(err, fs.ErrNotExist) {
+	path := s.path
+	if sh != nil {
+		path = sh.path
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
-	fi, err := os.Stat(filepath.Dir(s.path))
+	fi, err := os.Stat(filepath.Dir(path))
 	return err == nil && fi.IsDir()
 }

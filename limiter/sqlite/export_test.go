@@ -6,3 +6,19 @@ func SetOpenHook(f func(stage, path string)) (restore func()) {
 	testHookOpen = f
 	return func() { testHookOpen = nil }
 }
+
+// SetCommitHook makes f run before every COMMIT of decisions (a batch, or
+// a cross-shard transaction, with the path of its first file); an error
+// it returns fails the transaction. The returned func restores none.
+func SetCommitHook(f func(path string) error) (restore func()) {
+	testHookCommit = f
+	return func() { testHookCommit = nil }
+}
+
+// Queued is how many decisions wait for shard i's transaction in flight.
+func Queued(s *Store, i int) int {
+	b := &s.shards[i].batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}

@@ -35,9 +35,9 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 )
 
 // Prune deletes expired counters, drained GCRA buckets and old audit rows
-// in batches of
-// PruneBatch rows, one write transaction per batch, pausing between batches
-// (see yield) so that decisions are not held up by more than about one.
+// in every shard, one after another, in batches of PruneBatch rows, one
+// write transaction per batch, pausing between batches (see yield) so that
+// decisions are not held up by more than about one.
 //
 // Counters are found by walking the primary key, PruneBatch rows per
 // transaction, and deleting those whose own window ended more than a window
@@ -48,24 +48,40 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 // little) wait for the next run. Prune never deletes a younger row.
 func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.Pruned, error) {
 	var out limiter.Pruned
+	if err := s.first(ctx); err != nil {
+		return out, err
+	}
+	for _, sh := range s.shards {
+		p, err := sh.prune(ctx, now, auditBefore)
+		out.Windows, out.Buckets, out.Audit = out.Windows+p.Windows, out.Buckets+p.Buckets, out.Audit+p.Audit
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// prune is Prune on one shard.
+func (sh *shard) prune(ctx context.Context, now, auditBefore time.Time) (limiter.Pruned, error) {
+	var out limiter.Pruned
 	var err error
-	if out.Windows, err = s.pruneWindows(ctx, now); err != nil {
+	if out.Windows, err = sh.pruneWindows(ctx, now); err != nil {
 		return out, err
 	}
-	if out.Buckets, err = s.pruneBuckets(ctx, now); err != nil || auditBefore.IsZero() {
+	if out.Buckets, err = sh.pruneBuckets(ctx, now); err != nil || auditBefore.IsZero() {
 		return out, err
 	}
-	out.Audit, err = s.pruneAudit(ctx, auditBefore)
+	out.Audit, err = sh.pruneAudit(ctx, auditBefore)
 	return out, err
 }
 
 // pruneBuckets deletes drained GCRA buckets, PruneBatch per transaction.
-func (s *Store) pruneBuckets(ctx context.Context, now time.Time) (int64, error) {
+func (sh *shard) pruneBuckets(ctx context.Context, now time.Time) (int64, error) {
 	var deleted int64
 	for {
 		var n int64
 		began := time.Now()
-		err := s.write(ctx, "prune buckets", func(tx *sql.Tx, _ *handle) error {
+		err := sh.write(ctx, "prune buckets", func(tx *sql.Tx, _ *handle) error {
 			res, err := tx.ExecContext(ctx, pruneBucketsBatchSQL, now.UnixNano(), PruneBatch)
 			if err == nil {
 				n, err = res.RowsAffected()
@@ -77,12 +93,12 @@ func (s *Store) pruneBuckets(ctx context.Context, now time.Time) (int64, error) 
 			return deleted, err
 		}
 		if err := yield(ctx, time.Since(began)); err != nil {
-			return deleted, s.wrap("prune buckets", err)
+			return deleted, sh.wrap("prune buckets", err)
 		}
 	}
 }
 
-func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) {
+func (sh *shard) pruneWindows(ctx context.Context, now time.Time) (int64, error) {
 	var deleted int64
 	loKey, loStart := "", ""
 	for {
@@ -92,7 +108,7 @@ func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) 
 		began := time.Now()
 		// One batch: find where the next PruneBatch rows end, and delete
 		// the expired ones among them.
-		err := s.write(ctx, "prune windows", func(tx *sql.Tx, _ *handle) error {
+		err := sh.write(ctx, "prune windows", func(tx *sql.Tx, _ *handle) error {
 			var res sql.Result
 			err := tx.QueryRowContext(ctx, pruneWindowsBoundSQL, loKey, loStart, PruneBatch-1).Scan(&hiKey, &hiStart)
 			switch {
@@ -115,7 +131,7 @@ func (s *Store) pruneWindows(ctx context.Context, now time.Time) (int64, error) 
 			return deleted, nil
 		}
 		if err := yield(ctx, time.Since(began)); err != nil {
-			return deleted, s.wrap("prune windows", err)
+			return deleted, sh.wrap("prune windows", err)
 		}
 		loKey, loStart = hiKey, hiStart
 	}
@@ -129,12 +145,12 @@ func yield(ctx context.Context, batch time.Duration) error {
 	return limiter.Sleep(ctx, batch)
 }
 
-func (s *Store) pruneAudit(ctx context.Context, before time.Time) (int64, error) {
+func (sh *shard) pruneAudit(ctx context.Context, before time.Time) (int64, error) {
 	// Read the boundary outside any write transaction: it scans the old
 	// rows once, under a shared lock that does not stop writers from
 	// preparing their transactions.
 	var boundary int64
-	err := s.do(ctx, "prune audit", func(h *handle) error {
+	err := sh.do(ctx, "prune audit", func(h *handle) error {
 		err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(limiter.CalledAtLayout)).Scan(&boundary)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = h.db.QueryRowContext(ctx, pruneAuditEndSQL).Scan(&boundary)
@@ -148,7 +164,7 @@ func (s *Store) pruneAudit(ctx context.Context, before time.Time) (int64, error)
 	for {
 		var n int64
 		began := time.Now()
-		err := s.write(ctx, "prune audit", func(tx *sql.Tx, _ *handle) error {
+		err := sh.write(ctx, "prune audit", func(tx *sql.Tx, _ *handle) error {
 			res, err := tx.ExecContext(ctx, pruneAuditBatchSQL, boundary, PruneBatch)
 			if err == nil {
 				n, err = res.RowsAffected()
@@ -160,7 +176,7 @@ func (s *Store) pruneAudit(ctx context.Context, before time.Time) (int64, error)
 			return deleted, err
 		}
 		if err := yield(ctx, time.Since(began)); err != nil {
-			return deleted, s.wrap("prune audit", err)
+			return deleted, sh.wrap("prune audit", err)
 		}
 	}
 }

@@ -1,13 +1,18 @@
-// Package sqlite keeps the limiter's counters and audit records in one SQLite
+// Package sqlite keeps the limiter's counters and audit records in a SQLite
 // file that many processes share, such as Lambda execution environments
-// mounting the same EFS file system.
+// mounting the same EFS file system, or, with StoreConfig.Shards, in
+// several files beside it, each key's counters in one of them.
 //
 // Every decision is one immediate write transaction: an upsert that returns
 // the new count, and the audit row when the attempt is allowed. SQLite's file
 // locks serialize those transactions across processes, so counts stay exact
-// however many processes share the file. The database is opened for a
-// network file system: a rollback journal (WAL needs shared memory on one
-// host), synchronous=FULL, and one connection per process.
+// however many processes share the file. Within a process, the decisions
+// that arrive while a transaction of their file is in flight are decided
+// together in its next transaction, one after another (group commit,
+// batch.go): on EFS a transaction costs its round trips, whatever it
+// writes. The database is opened for a network file system: a rollback
+// journal (WAL needs shared memory on one host), synchronous=FULL, and one
+// connection per file and process.
 package sqlite
 
 import (
@@ -28,10 +33,14 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Store is a limiter.Store on a SQLite file. It is safe for simultaneous use
-// by multiple goroutines; they share the process's one connection.
+// Store is a limiter.Store on SQLite files: one (the default), or with
+// cfg.Shards, several beside it, each key's counters in the file its client
+// key hashes to (see shards.go). It is safe for simultaneous use by
+// multiple goroutines; they share each file's one connection, and the
+// decisions that arrive while one of a file's transactions is in flight
+// are decided together in its next one (see batch.go).
 //
-// The store survives faults of the file beneath it. A failed open is
+// The store survives faults of the files beneath it. A failed open is
 // retried on the next call, and at most once per FileCheckInterval (on the
 // process's clock, not the request's instant) a call checks that the path
 // still names the file the store has open: a database deleted or replaced
@@ -39,8 +48,20 @@ import (
 // exists, created afresh) instead of counting on in a file nobody else can
 // see.
 type Store struct {
-	path string
-	cfg  limiter.StoreConfig
+	path   string // shard 0's: DB_PATH
+	cfg    limiter.StoreConfig
+	shards []*shard
+	// layoutSeen is set once shard 0 has been opened, and with it the
+	// layout checked, so that no other shard serves before (see first).
+	layoutSeen atomic.Bool
+}
+
+// shard is one database file of a store, with its own connection, lock
+// probe, waiting room and batches.
+type shard struct {
+	index, count int // this file's place in the layout: shard index of count
+	path         string
+	cfg          limiter.StoreConfig
 
 	// mu guards h and checked. It is a channel so that a caller waiting for
 	// another's reopen gives up when its context ends.
@@ -48,7 +69,8 @@ type Store struct {
 	h       *handle   // nil until opened, and after a fault that needs a reopen
 	checked time.Time // when the file's identity was last checked
 
-	wait waiter
+	wait  waiter
+	batch batcher
 }
 
 // FileCheckInterval is how often a store checks that its path still names the
@@ -65,11 +87,13 @@ var (
 	errJournalMode = errors.New("wrong journal mode")
 )
 
-// Open returns a store on the database at cfg.Path. It refuses only what
-// is wrong whatever the file system says (no path, a path that is a
-// directory) and opens nothing yet: Ready, or the first call, opens the
-// database, creating it and its schema when missing, or with cfg.ReadOnly,
-// opens an existing one for reading.
+// Open returns a store on the database at cfg.Path (and, with cfg.Shards
+// above 1, the shard files beside it). It refuses only what is wrong
+// whatever the file system says (no path, a path that is a directory, a
+// shard count out of range, WAL with several shards) and opens nothing
+// yet: Ready, or the first call, opens the databases, creating them and
+// their schema when missing, or with cfg.ReadOnly, opens existing ones for
+// reading.
 func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("sqlite: no database path")
@@ -80,37 +104,76 @@ func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
 	if cfg.BusyTimeout <= 0 {
 		cfg.BusyTimeout = limiter.DefaultBusyTimeout
 	}
+	if cfg.Shards == 0 {
+		cfg.Shards = 1
+	}
+	if cfg.Shards < 1 || cfg.Shards > limiter.MaxShards {
+		return nil, fmt.Errorf("sqlite: %d shards, want 1 to %d", cfg.Shards, limiter.MaxShards)
+	}
+	// WAL commits a transaction over several files atomically per file
+	// only: a request counted in two shards could survive a crash half
+	// counted.
+	if cfg.Shards > 1 && strings.EqualFold(cfg.JournalMode, "WAL") {
+		return nil, errors.New("sqlite: WAL cannot commit across shards atomically; use a rollback journal or one shard")
+	}
 	path, err := filepath.Abs(cfg.Path)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: database path %q: %w", cfg.Path, err)
 	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("sqlite: database path %s is a directory", path)
+	s := &Store{path: path, cfg: cfg}
+	for i := range cfg.Shards {
+		p := ShardPath(path, i)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return nil, fmt.Errorf("sqlite: database path %s is a directory", p)
+		}
+		s.shards = append(s.shards, &shard{index: i, count: cfg.Shards, path: p, cfg: cfg, mu: make(chan struct{}, 1)})
 	}
-	return &Store{path: path, cfg: cfg, mu: make(chan struct{}, 1)}, nil
+	return s, nil
 }
 
-// Ready opens the database if it is not open, waiting for the lock like any
-// call (cold starts that race to migrate a new file take turns), and
-// reports what stands in the way. Errors wrapping limiter.ErrUnavailable
-// (the directory is missing, the file is read-only, the lock is held past
-// the busy timeout) may clear by themselves, and every call tries again.
-// Other errors will not clear: the file is not a SQLite database or is
-// corrupt, its schema is newer than this binary, or the journal mode does
-// not take.
+// Ready opens every database that is not open, shard 0 first, waiting for
+// the lock like any call (cold starts that race to migrate a new file take
+// turns), and reports what stands in the way. Errors wrapping
+// limiter.ErrUnavailable (the directory is missing, the file is read-only,
+// the lock is held past the busy timeout) may clear by themselves, and
+// every call tries again. Other errors will not clear: the file is not a
+// SQLite database or is corrupt, its schema is newer than this binary, its
+// layout is another shard count's, or the journal mode does not take.
 func (s *Store) Ready(ctx context.Context) error {
-	return s.do(ctx, "open", func(*handle) error { return nil })
+	for _, sh := range s.shards {
+		if err := sh.ready(ctx); err != nil {
+			return err
+		}
+	}
+	s.layoutSeen.Store(true)
+	return nil
 }
 
-// Path is the absolute path of the database file.
+// ready opens sh's database if it is not open.
+func (sh *shard) ready(ctx context.Context) error {
+	return sh.do(ctx, "open", func(*handle) error { return nil })
+}
+
+// Path is the absolute path of the database file: shard 0's, DB_PATH.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database. Calls after Close reopen it.
+// Paths are the absolute paths of every database file, by shard.
+func (s *Store) Paths() []string {
+	out := make([]string, len(s.shards))
+	for i, sh := range s.shards {
+		out[i] = sh.path
+	}
+	return out
+}
+
+// Close closes the databases. Calls after Close reopen them.
 func (s *Store) Close() error {
-	s.mu <- struct{}{}
-	defer func() { <-s.mu }()
-	if s.h != nil {
-		s.retire(s.h)
+	for _, sh := range s.shards {
+		sh.mu <- struct{}{}
+		if sh.h != nil {
+			sh.retire(sh.h)
+		}
+		<-sh.mu
 	}
 	return nil
 }
@@ -193,10 +256,11 @@ func synchronous(journalMode string) string {
 	return "FULL"
 }
 
-// open opens the database, checks that the pragmas took, migrates the schema
-// and prepares the statements the request path uses.
-func (s *Store) open(ctx context.Context) (h *handle, err error) {
-	db, err := sql.Open("sqlite", dsn(s.path, s.cfg))
+// open opens the database, checks that the pragmas took, migrates the schema,
+// checks (or records) the file's place in the layout, and prepares the
+// statements the request path uses.
+func (sh *shard) open(ctx context.Context) (h *handle, err error) {
+	db, err := sql.Open("sqlite", dsn(sh.path, sh.cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -211,33 +275,36 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	if err := s.checkPragmas(ctx, db); err != nil {
+	if err := sh.checkPragmas(ctx, db); err != nil {
 		return nil, err
 	}
-	testHook("pragmas", s.path)
-	if s.cfg.ReadOnly {
+	testHook("pragmas", sh.path)
+	if sh.cfg.ReadOnly {
 		err = checkVersion(ctx, db)
 	} else {
 		err = migrate(ctx, db)
 	}
+	if err == nil {
+		err = sh.checkLayout(ctx, db)
+	}
 	if err != nil {
 		return nil, err
 	}
-	testHook("migrated", s.path)
+	testHook("migrated", sh.path)
 	if err := refreshSchema(ctx, db); err != nil {
 		return nil, err
 	}
-	file, err := os.Stat(s.path)
+	file, err := os.Stat(sh.path)
 	if err != nil {
 		return nil, fmt.Errorf("stat: %w", err)
 	}
 	h = &handle{db: db, file: file}
-	if err := h.stmts.prepare(ctx, db); err != nil {
+	if err := h.stmts.prepare(ctx, db, ""); err != nil {
 		return nil, err
 	}
-	if !s.cfg.ReadOnly && !s.cfg.SQLiteBusyHandler {
+	if !sh.cfg.ReadOnly && !sh.cfg.SQLiteBusyHandler {
 		// Without a probe the store still waits, less fairly (wait.go).
-		if p, err := openProbe(s.path, &s.wait.probeFailures); err == nil {
+		if p, err := openProbe(sh.path, &sh.wait.probeFailures); err == nil {
 			h.probe = p
 		}
 	}
@@ -248,6 +315,18 @@ func (s *Store) open(ctx context.Context) (h *handle, err error) {
 // process may act: "pragmas" (the pragmas read back, the schema not yet
 // migrated) and "migrated" (before the statements are prepared).
 var testHookOpen func(stage, path string)
+
+// testHookCommit, when set by a test, runs before every COMMIT of
+// decisions (a batch, or a cross-shard transaction, with the path of its
+// first file), and an error it returns fails the transaction.
+var testHookCommit func(path string) error
+
+func beforeCommit(path string) error {
+	if testHookCommit != nil {
+		return testHookCommit(path)
+	}
+	return nil
+}
 
 func testHook(stage, path string) {
 	if testHookOpen != nil {
@@ -277,19 +356,19 @@ func refreshSchema(ctx context.Context, db *sql.DB) error {
 // checkPragmas reads back what the DSN asked for: a journal mode that
 // SQLite could not set (another process holds the file in WAL, say) must
 // not go unnoticed.
-func (s *Store) checkPragmas(ctx context.Context, db *sql.DB) error {
+func (sh *shard) checkPragmas(ctx context.Context, db *sql.DB) error {
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("read journal mode: %w", err)
 	}
-	if !strings.EqualFold(mode, s.cfg.JournalMode) {
-		return fmt.Errorf("journal mode is %q, not %q: %w", mode, s.cfg.JournalMode, errJournalMode)
+	if !strings.EqualFold(mode, sh.cfg.JournalMode) {
+		return fmt.Errorf("journal mode is %q, not %q: %w", mode, sh.cfg.JournalMode, errJournalMode)
 	}
 	var syncLevel int
 	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncLevel); err != nil {
 		return fmt.Errorf("read synchronous: %w", err)
 	}
-	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(s.cfg.JournalMode)]; syncLevel != want {
+	if want := map[string]int{"NORMAL": 1, "FULL": 2}[synchronous(sh.cfg.JournalMode)]; syncLevel != want {
 		return fmt.Errorf("synchronous is %d, not %d: %w", syncLevel, want, errJournalMode)
 	}
 	return nil
@@ -300,38 +379,38 @@ func (s *Store) checkPragmas(ctx context.Context, db *sql.DB) error {
 // FileCheckInterval it checks that the path still names the open file; if
 // the file was deleted or replaced, the handle is retired, to be closed
 // when the calls still using it end, and a fresh one opened.
-func (s *Store) acquire(ctx context.Context) (*handle, error) {
+func (sh *shard) acquire(ctx context.Context) (*handle, error) {
 	select {
-	case s.mu <- struct{}{}:
+	case sh.mu <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-s.mu }()
+	defer func() { <-sh.mu }()
 	now := time.Now()
-	if s.h != nil && now.Sub(s.checked) >= FileCheckInterval {
-		s.checked = now
-		if s.moved(s.h) {
-			s.retire(s.h)
+	if sh.h != nil && now.Sub(sh.checked) >= FileCheckInterval {
+		sh.checked = now
+		if sh.moved(sh.h) {
+			sh.retire(sh.h)
 		} else {
-			s.h.checkMode.Store(true)
+			sh.h.checkMode.Store(true)
 		}
 	}
-	if s.h == nil {
-		h, err := s.open(ctx)
+	if sh.h == nil {
+		h, err := sh.open(ctx)
 		if err != nil {
 			return nil, err
 		}
-		s.h, s.checked = h, now
+		sh.h, sh.checked = h, now
 	}
-	s.h.refs++
-	return s.h, nil
+	sh.h.refs++
+	return sh.h, nil
 }
 
 // moved reports whether the path no longer names h's file. A stat that
 // fails for another reason than a missing file (a passing NFS error) says
 // nothing, and keeps the handle.
-func (s *Store) moved(h *handle) bool {
-	fi, err := os.Stat(s.path)
+func (sh *shard) moved(h *handle) bool {
+	fi, err := os.Stat(sh.path)
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
@@ -339,9 +418,9 @@ func (s *Store) moved(h *handle) bool {
 }
 
 // release gives back a reference from acquire.
-func (s *Store) release(h *handle) {
-	s.mu <- struct{}{}
-	defer func() { <-s.mu }()
+func (sh *shard) release(h *handle) {
+	sh.mu <- struct{}{}
+	defer func() { <-sh.mu }()
 	if h.refs--; h.retired && h.refs == 0 {
 		h.close()
 	}
@@ -349,9 +428,9 @@ func (s *Store) release(h *handle) {
 
 // retire forgets h, so that the next call opens the database afresh, and
 // closes it now or when its last call ends. s.mu is held.
-func (s *Store) retire(h *handle) {
-	if s.h == h {
-		s.h = nil
+func (sh *shard) retire(h *handle) {
+	if sh.h == h {
+		sh.h = nil
 	}
 	if !h.retired {
 		h.retired = true
@@ -362,10 +441,10 @@ func (s *Store) retire(h *handle) {
 }
 
 // drop retires h if it is still the open handle: a call found it broken.
-func (s *Store) drop(h *handle) {
-	s.mu <- struct{}{}
-	s.retire(h)
-	<-s.mu
+func (sh *shard) drop(h *handle) {
+	sh.mu <- struct{}{}
+	sh.retire(h)
+	<-sh.mu
 }
 
 // wrap gives a failed call's error its context and its class (see
@@ -374,8 +453,8 @@ func (s *Store) drop(h *handle) {
 // that will not take, are faults an operator must clear; the rest (missing,
 // read-only or full files and directories, I/O errors) may clear by
 // themselves.
-func (s *Store) wrap(op string, err error) error {
-	return limiter.Failed(fault(err), "sqlite: %s %s: %w", op, s.path, err)
+func (sh *shard) wrap(op string, err error) error {
+	return limiter.Failed(fault(err), "sqlite: %s %s: %w", op, sh.path, err)
 }
 
 // fault is the class of err.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // The statements of the request path, one per intent. No count is read and
@@ -40,8 +41,20 @@ type statements struct {
 	upsert, audit, state, tat *sql.Stmt
 }
 
-// prepare prepares the statements of the request path on db.
-func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
+// preparer is a *sql.DB or a *sql.Tx.
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// prepare prepares the statements of the request path on db, on the tables
+// of schema (a database ATTACHed under that name), or on the main database
+// when schema is empty.
+func (st *statements) prepare(ctx context.Context, db preparer, schema string) error {
+	q := strings.NewReplacer()
+	if schema != "" {
+		q = strings.NewReplacer("rate_limit_windows", schema+".rate_limit_windows", "api_calls", schema+".api_calls",
+			"overrides", schema+".overrides", "gcra_buckets", schema+".gcra_buckets")
+	}
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -52,7 +65,7 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.tat, tatSQL},
 	} {
 		var err error
-		if *p.stmt, err = db.PrepareContext(ctx, p.sql); err != nil {
+		if *p.stmt, err = db.PrepareContext(ctx, q.Replace(p.sql)); err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
 	}

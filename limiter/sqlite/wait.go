@@ -130,7 +130,8 @@ func (w *waiter) holdTime() time.Duration {
 	return initialHold
 }
 
-// Stats are counters of a store's activity since it was opened.
+// Stats are counters of a store's activity since it was opened, summed
+// over its shards.
 type Stats struct {
 	// BusyRetries counts transactions tried again after finding another
 	// process holding the lock; Probes counts looks at the lock (F_GETLK)
@@ -148,18 +149,33 @@ type Stats struct {
 	// that is not open, an NFS error): each was taken for a free lock, and
 	// SQLite's own lock tried instead.
 	ProbeFailures int64
+	// Batches counts committed transactions that decided attempts of one
+	// shard, Batched the attempts they decided (a lone attempt is a batch
+	// of one), and LargestBatch the most one of them decided: Batched over
+	// Batches is how many decisions shared a transaction.
+	Batches, Batched, LargestBatch int64
+	// CrossShard counts committed decisions whose checks fell into several
+	// shards, each one transaction over them all.
+	CrossShard int64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{
-		BusyRetries:   s.wait.retries.Load(),
-		Probes:        s.wait.probes.Load(),
-		Yields:        s.wait.yields.Load(),
-		Writes:        s.wait.writes.Load(),
-		LongestWrite:  time.Duration(s.wait.longest.Load()),
-		ProbeFailures: s.wait.probeFailures.Load(),
+	var out Stats
+	for _, sh := range s.shards {
+		w := &sh.wait
+		out.BusyRetries += w.retries.Load()
+		out.Probes += w.probes.Load()
+		out.Yields += w.yields.Load()
+		out.Writes += w.writes.Load()
+		out.LongestWrite = max(out.LongestWrite, time.Duration(w.longest.Load()))
+		out.ProbeFailures += w.probeFailures.Load()
+		out.Batches += sh.batch.batches.Load()
+		out.Batched += sh.batch.decided.Load()
+		out.LargestBatch = max(out.LargestBatch, sh.batch.largest.Load())
+		out.CrossShard += sh.batch.across.Load()
 	}
+	return out
 }
 
 // isBusy reports whether err means another connection holds a lock.
@@ -186,40 +202,40 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 // watching: a handle retired meanwhile (its file was replaced, say) is
 // closed only then, so its probe's descriptors are never polled after
 // they are closed, nor once their numbers belong to another file.
-func (s *Store) do(ctx context.Context, op string, fn func(*handle) error) error {
+func (sh *shard) do(ctx context.Context, op string, fn func(*handle) error) error {
 	start := time.Now()
 	reopened := false
 	var watched *handle // the handle whose lock this call watches, referenced
-	defer func() { s.stopWatching(watched) }()
+	defer func() { sh.stopWatching(watched) }()
 	for {
-		h, err := s.acquire(ctx)
+		h, err := sh.acquire(ctx)
 		if err == nil {
 			err = fn(h)
 		}
 		if err == nil {
-			s.release(h)
+			sh.release(h)
 			return nil
 		}
 		if h != nil && needsReopen(err) {
-			s.drop(h)
+			sh.drop(h)
 			if code(err) == sqlite3.SQLITE_READONLY && !reopened {
 				reopened = true
-				s.release(h)
+				sh.release(h)
 				continue
 			}
 		}
-		if !isBusy(err) || s.cfg.SQLiteBusyHandler {
+		if !isBusy(err) || sh.cfg.SQLiteBusyHandler {
 			if h != nil {
-				s.release(h)
+				sh.release(h)
 			}
-			return s.wrap(op, err)
+			return sh.wrap(op, err)
 		}
-		watched = s.watch(watched, h)
-		if err := s.waitTurn(ctx, watched.lockProbe(), start); err != nil {
+		watched = sh.watch(watched, h)
+		if err := sh.waitTurn(ctx, watched.lockProbe(), start); err != nil {
 			if errors.Is(err, errLockTimeout) {
-				err = fmt.Errorf("%w (%v)", errLockTimeout, s.cfg.BusyTimeout)
+				err = fmt.Errorf("%w (%v)", errLockTimeout, sh.cfg.BusyTimeout)
 			}
-			return s.wrap(op, err)
+			return sh.wrap(op, err)
 		}
 	}
 }
@@ -228,15 +244,15 @@ func (s *Store) do(ctx context.Context, op string, fn func(*handle) error) error
 // handle it watches while it waits, in place of the one it watched (if
 // another), and enters h's waiting room. A call that found the lock busy
 // while opening has no handle yet, and goes on watching what it watched.
-func (s *Store) watch(watched, h *handle) *handle {
+func (sh *shard) watch(watched, h *handle) *handle {
 	switch {
 	case h == nil:
 		return watched
 	case watched == h:
-		s.release(h) // the call already holds a reference to it
+		sh.release(h) // the call already holds a reference to it
 		return h
 	}
-	s.stopWatching(watched)
+	sh.stopWatching(watched)
 	if h.probe != nil {
 		h.probe.enter()
 	}
@@ -245,59 +261,59 @@ func (s *Store) watch(watched, h *handle) *handle {
 
 // stopWatching leaves h's waiting room and gives back the reference the
 // watch held.
-func (s *Store) stopWatching(h *handle) {
+func (sh *shard) stopWatching(h *handle) {
 	if h == nil {
 		return
 	}
 	if h.probe != nil {
 		h.probe.leave()
 	}
-	s.release(h)
+	sh.release(h)
 }
 
 // waitTurn sleeps until the lock looks free (with a probe) or for one
 // pause (without), and fails when that would overrun the budget or ctx.
-func (s *Store) waitTurn(ctx context.Context, p *probe, start time.Time) error {
+func (sh *shard) waitTurn(ctx context.Context, p *probe, start time.Time) error {
 	for {
 		waited := time.Since(start)
-		pause := s.wait.pause(waited, p != nil)
-		if waited+pause > s.cfg.BusyTimeout {
+		pause := sh.wait.pause(waited, p != nil)
+		if waited+pause > sh.cfg.BusyTimeout {
 			return errLockTimeout
 		}
 		if err := limiter.Sleep(ctx, pause); err != nil {
 			return err
 		}
 		if p == nil || !p.writerActive() {
-			s.wait.retries.Add(1)
+			sh.wait.retries.Add(1)
 			return nil
 		}
-		s.wait.probes.Add(1)
+		sh.wait.probes.Add(1)
 	}
 }
 
 // giveWay pauses before a transaction while this process is giving way to
 // waiters, and reports ctx's error if it ends first.
-func (s *Store) giveWay(ctx context.Context) error {
-	return limiter.Sleep(ctx, time.Until(time.Unix(0, s.wait.courtesy.Load())))
+func (sh *shard) giveWay(ctx context.Context) error {
+	return limiter.Sleep(ctx, time.Until(time.Unix(0, sh.wait.courtesy.Load())))
 }
 
 // write runs fn in an immediate transaction on one connection and commits,
 // retrying the whole transaction while another process holds the lock.
 // Only the COMMIT may wait inside SQLite, for readers, up to what is left of
 // the budget (see commit).
-func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) error) error {
+func (sh *shard) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) error) error {
 	start := time.Now()
-	return s.do(ctx, op, func(h *handle) error {
+	return sh.do(ctx, op, func(h *handle) error {
 		// Waiting for this process's one connection is waiting for the
 		// lock too, and shares its budget.
-		connCtx, cancel := context.WithDeadline(ctx, start.Add(s.cfg.BusyTimeout))
+		connCtx, cancel := context.WithDeadline(ctx, start.Add(sh.cfg.BusyTimeout))
 		defer cancel()
 		conn, err := h.db.Conn(connCtx)
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		if err := s.giveWay(ctx); err != nil {
+		if err := sh.giveWay(ctx); err != nil {
 			return err
 		}
 		began := time.Now()
@@ -306,19 +322,19 @@ func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) 
 			return err
 		}
 		defer tx.Rollback() // after Commit, a no-op
-		if err := s.checkJournalMode(ctx, tx, h); err != nil {
+		if err := sh.checkJournalMode(ctx, tx, h); err != nil {
 			return err
 		}
 		if err := fn(tx, h); err != nil {
 			return err
 		}
-		if err := s.commit(ctx, conn, tx, h, start); err != nil {
+		if err := sh.commit(ctx, conn, tx, h, start); err != nil {
 			return err
 		}
-		s.wait.observe(time.Since(began))
+		sh.wait.observe(time.Since(began))
 		if h.probe != nil && h.probe.othersWaiting() {
-			s.wait.yields.Add(1)
-			s.wait.courtesy.Store(time.Now().Add(s.wait.holdTime() / 4).UnixNano())
+			sh.wait.yields.Add(1)
+			sh.wait.courtesy.Store(time.Now().Add(sh.wait.holdTime() / 4).UnixNano())
 		}
 		return nil
 	})
@@ -327,7 +343,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) 
 // checkJournalMode reads the journal mode back in tx when h asks for it,
 // once per FileCheckInterval: a process configured for WAL that opens the
 // same file would otherwise switch it, and this store with it.
-func (s *Store) checkJournalMode(ctx context.Context, tx *sql.Tx, h *handle) error {
+func (sh *shard) checkJournalMode(ctx context.Context, tx *sql.Tx, h *handle) error {
 	if !h.checkMode.CompareAndSwap(true, false) {
 		return nil
 	}
@@ -335,9 +351,9 @@ func (s *Store) checkJournalMode(ctx context.Context, tx *sql.Tx, h *handle) err
 	if err := tx.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return err
 	}
-	if !strings.EqualFold(mode, s.cfg.JournalMode) {
-		s.drop(h) // reopening sets the configured mode again, or fails
-		return fmt.Errorf("journal mode changed to %q under the store, not %q: %w", mode, s.cfg.JournalMode, errJournalMode)
+	if !strings.EqualFold(mode, sh.cfg.JournalMode) {
+		sh.drop(h) // reopening sets the configured mode again, or fails
+		return fmt.Errorf("journal mode changed to %q under the store, not %q: %w", mode, sh.cfg.JournalMode, errJournalMode)
 	}
 	return nil
 }
@@ -346,9 +362,9 @@ func (s *Store) checkJournalMode(ctx context.Context, tx *sql.Tx, h *handle) err
 // readers to finish, lets SQLite wait up to what is left of the budget
 // since start; the connection is told not to wait again before it is
 // released.
-func (s *Store) commit(ctx context.Context, conn *sql.Conn, tx *sql.Tx, h *handle, start time.Time) error {
-	if !s.cfg.SQLiteBusyHandler {
-		left := max(s.cfg.BusyTimeout-time.Since(start), time.Millisecond)
+func (sh *shard) commit(ctx context.Context, conn *sql.Conn, tx *sql.Tx, h *handle, start time.Time) error {
+	if !sh.cfg.SQLiteBusyHandler {
+		left := max(sh.cfg.BusyTimeout-time.Since(start), time.Millisecond)
 		if _, err := tx.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(left.Milliseconds(), 10)); err != nil {
 			return err
 		}
@@ -356,7 +372,7 @@ func (s *Store) commit(ctx context.Context, conn *sql.Conn, tx *sql.Tx, h *handl
 			// A connection left waiting SQLite's way would wait
 			// unfairly from then on: rather open a fresh one.
 			if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 0"); err != nil {
-				s.drop(h)
+				sh.drop(h)
 			}
 		}()
 	}

@@ -27,17 +27,44 @@ import (
 // line of stdout. It never returns: a failed decision exits the process
 // with status 1.
 func Work(s limiter.Store, p limiter.Policy, keys int, now time.Time) {
+	WorkConcurrently(s, []limiter.Policy{p}, keys, 1, now)
+}
+
+// WorkConcurrently is Work with several goroutines deciding at once, as a
+// process serving several requests does (a store may then decide them
+// together), each attempt checked under every one of policies: under the
+// first for its key, under each other for its key + "/" + the policy's name,
+// as a policy with another key source (an address) would. The first
+// policy's count decides which attempts are allowed when the others' limits
+// are out of reach.
+func WorkConcurrently(s limiter.Store, policies []limiter.Policy, keys, goroutines int, now time.Time) {
+	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	for i := 0; ; i++ {
-		key := fmt.Sprintf("k%d", rand.IntN(keys))
-		// The request id is unique across workers, as API Gateway's is.
-		if _, err := s.Allow(context.Background(), One(p, key, now, "GET /ping", fmt.Sprint(os.Getpid(), "-", i))); err != nil {
-			fmt.Fprintln(os.Stderr, "worker:", err)
-			os.Exit(1)
-		}
-		fmt.Fprintln(out, key)
-		out.Flush()
+	for g := range goroutines {
+		go func() {
+			for i := 0; ; i++ {
+				key := fmt.Sprintf("k%d", rand.IntN(keys))
+				a := limiter.Attempt{Now: now, Route: "GET /ping", RequestID: fmt.Sprint(os.Getpid(), "-", g, "-", i)}
+				for i, p := range policies {
+					k := key
+					if i > 0 {
+						k += "/" + p.Name
+					}
+					a.Checks = append(a.Checks, limiter.Check{Policy: p, Key: k})
+				}
+				// The request id is unique across workers, as API Gateway's is.
+				if _, err := s.Allow(context.Background(), a); err != nil {
+					fmt.Fprintln(os.Stderr, "worker:", err)
+					os.Exit(1)
+				}
+				mu.Lock()
+				fmt.Fprintln(out, key)
+				out.Flush()
+				mu.Unlock()
+			}
+		}()
 	}
+	select {}
 }
 
 // Kills says how Kill runs its workers.
@@ -51,6 +78,10 @@ type Kills struct {
 	Gap int
 	// Timeout bounds each wait for those decisions.
 	Timeout time.Duration
+	// InFlight is how many decisions a worker may have in flight at once
+	// (its goroutines, see WorkConcurrently); zero means one. Each may
+	// have committed unreported when the worker is killed.
+	InFlight int
 }
 
 // Killed is what a Kill run's workers reported.
@@ -161,7 +192,8 @@ type Window struct {
 // its increment and its audit record together, or neither); no decision a
 // worker reported committed is missing; and at most one decision per
 // killed process (the kills, and the last of every worker at the end) is
-// stored without having been reported, committed just before its kill.
+// stored without having been reported, committed just before its kill
+// (one per decision it had in flight).
 func (k Killed) Check(t *testing.T, limit int64, stored map[string]Window) {
 	t.Helper()
 	for key, w := range stored {
@@ -179,7 +211,7 @@ func (k Killed) Check(t *testing.T, limit int64, stored map[string]Window) {
 		extra += w.Count - k.Reported[key]
 	}
 	t.Logf("%d decisions reported, %d more stored by processes killed before they could report them", k.Total, extra)
-	if most := int64(k.Plan.Kills + k.Plan.Procs); extra > most {
-		t.Errorf("%d stored decisions nobody reported, more than one per killed process (%d)", extra, most)
+	if most := int64((k.Plan.Kills + k.Plan.Procs) * max(k.Plan.InFlight, 1)); extra > most {
+		t.Errorf("%d stored decisions nobody reported, more than one per decision in flight in a killed process (%d)", extra, most)
 	}
 }

@@ -8,9 +8,12 @@ package sqlitetest
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,4 +152,23 @@ func Counter(tb testing.TB, db *sql.DB, key string, start time.Time) (rows, coun
 		count = QueryInt(tb, db, `SELECT count FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = ?2`, x, w)
 	}
 	return rows, count
+}
+
+// ChangeCounter reads the database header's file change counter, which
+// SQLite increments once per committed write transaction in rollback-journal
+// mode. (Reading the file opens and closes it, which would drop this
+// process's locks on it: read it only while no store of this process is in
+// a transaction on it.)
+func ChangeCounter(tb testing.TB, path string) uint32 {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var hdr [28]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		tb.Fatal(err)
+	}
+	return binary.BigEndian.Uint32(hdr[24:28])
 }

@@ -39,6 +39,13 @@ type point struct {
 	WriteLatency  time.Duration      `json:"write_latency_ns"`
 	Procs         int                `json:"procs"`
 	Clients       int                `json:"clients"`
+	Keys          int                `json:"keys"`
+	Shards        int                `json:"shards"`
+	Batch         int                `json:"max_batch"`
+	Policies      int                `json:"policies"`
+	Batches       int64              `json:"batches"`
+	Batched       int64              `json:"batched"`
+	Across        int64              `json:"cross_shard"`
 	BusyHandler   string             `json:"busy_handler"`
 	Journal       string             `json:"journal"`
 	BufferWrites  bool               `json:"buffer_writes"`
@@ -63,7 +70,14 @@ type point struct {
 func main() {
 	latencies := flag.String("latencies", "0,500us,2.7ms", "comma-separated latency models: D, or READ/WRITE")
 	procs := flag.String("procs", "1,2,4,8", "comma-separated process counts")
-	clients := flag.Int("clients", 1, "clients per process")
+	clients := flag.String("clients", "1", "comma-separated clients per process (concurrent requests in one process, which batch)")
+	shards := flag.String("shards", "1", "comma-separated SQLITE_SHARDS values")
+	batch := flag.Int("batch", 0, "most decisions per transaction (0: the store's default; 1: no group commit)")
+	policies := flag.Int("policies", 1, "policies per request (loadtest -policies)")
+	cross := flag.Bool("cross", false, "loadtest -cross (with -via store): the other policies under other client keys, mostly in other shards")
+	via := flag.String("via", "handler", "loadtest -via: handler or store")
+	plotFrom := flag.String("plot", "", "only draw -png from these comma-separated JSON files of earlier runs")
+	xAxis := flag.String("x", "latency", "the chart's x axis: latency, shards or clients")
 	duration := flag.Duration("duration", 10*time.Second, "load per run")
 	keys := flag.Int("keys", 16, "distinct client keys")
 	limit := flag.Int64("limit", 100, "RATE_LIMIT")
@@ -77,6 +91,10 @@ func main() {
 	jsonOut := flag.String("json", "", "write results as JSON lines here")
 	pngOut := flag.String("png", "", "draw decisions/s against latency here")
 	flag.Parse()
+	if *plotFrom != "" {
+		check(plotFiles(strings.Split(*plotFrom, ","), *xAxis, *pngOut))
+		return
+	}
 
 	work, err := os.MkdirTemp("", "efssweep-")
 	check(err)
@@ -88,12 +106,14 @@ func main() {
 		rd, wr, err := parseModel(model)
 		check(err)
 		m := mount(bins["latencyfs"], work, rd, wr, *buffered)
-		for _, p := range strings.Split(*procs, ",") {
+		for _, runs := range combos(*shards, *clients, *procs) {
+			n, c, p := runs[0], runs[1], runs[2]
 			pt := point{Latency: model, ReadLatency: rd, WriteLatency: wr, BusyHandler: *handler, Journal: *journal,
 				BufferWrites: *buffered, RejectCache: *cache, Rate: *rate}
 			m.reset()
 			out := run(bins["loadtest"], "-json", "-db", filepath.Join(m.dir, "ratelimit.db"), "-procs", p,
-				"-clients", strconv.Itoa(*clients), "-keys", strconv.Itoa(*keys), "-duration", duration.String(),
+				"-clients", c, "-shards", n, "-batch", strconv.Itoa(*batch), "-policies", strconv.Itoa(*policies), "-cross="+strconv.FormatBool(*cross), "-via", *via,
+				"-keys", strconv.Itoa(*keys), "-duration", duration.String(),
 				"-limit", strconv.FormatInt(*limit, 10), "-window", strconv.FormatInt(*window, 10), "-busy", busy.String(), "-busy-handler", *handler,
 				"-journal", *journal, "-reject-cache="+strconv.FormatBool(*cache), "-rate", strconv.FormatFloat(*rate, 'f', -1, 64))
 			check(json.Unmarshal(out, &pt))
@@ -107,8 +127,8 @@ func main() {
 			if pt.Decisions > 0 {
 				pt.OpsPerDecison = float64(ops.ReadClass+ops.WriteClass) / float64(pt.Decisions)
 			}
-			fmt.Printf("latency=%-12s procs=%-2d decisions/s=%7.1f store tx/s=%6.1f p50=%-10v p99=%-10v max=%-10v per proc %d..%d  fs ops/decision=%.1f timed out=%d exact=%v\n",
-				model, pt.Procs, pt.PerSecond, float64(pt.StoreWrites)/duration.Seconds(), pt.P50.Round(time.Microsecond), pt.P99.Round(time.Microsecond), pt.Max.Round(time.Microsecond),
+			fmt.Printf("latency=%-12s shards=%-2d procs=%-2d clients=%-2d decisions/s=%7.1f store tx/s=%6.1f p50=%-10v p99=%-10v max=%-10v per proc %d..%d  fs ops/decision=%.1f timed out=%d exact=%v\n",
+				model, pt.Shards, pt.Procs, pt.Clients, pt.PerSecond, float64(pt.StoreWrites)/duration.Seconds(), pt.P50.Round(time.Microsecond), pt.P99.Round(time.Microsecond), pt.Max.Round(time.Microsecond),
 				pt.MinPerProc, pt.MaxPerProc, pt.OpsPerDecison, pt.TimedOut, pt.Exact)
 			results = append(results, pt)
 		}
@@ -122,8 +142,22 @@ func main() {
 		check(os.WriteFile(*jsonOut, b.Bytes(), 0o644))
 	}
 	if *pngOut != "" {
-		check(plotThroughput(results, *pngOut))
+		check(plotThroughput(results, *xAxis, *pngOut))
 	}
+}
+
+// combos is every (shards, clients, procs) of the three comma-separated
+// lists, in that nesting.
+func combos(shards, clients, procs string) [][3]string {
+	var out [][3]string
+	for _, n := range strings.Split(shards, ",") {
+		for _, c := range strings.Split(clients, ",") {
+			for _, p := range strings.Split(procs, ",") {
+				out = append(out, [3]string{strings.TrimSpace(n), strings.TrimSpace(c), strings.TrimSpace(p)})
+			}
+		}
+	}
+	return out
 }
 
 func check(err error) {

@@ -70,6 +70,7 @@ func parseFlags(args []string) (cfg config, statsAddr string, err error) {
 	fl.BoolVar(&cfg.Latency.BufferWrites, "buffer-writes", false, "make writes free and let fsync and close pay, as an NFS client's write-back cache does")
 	fl.StringVar(&statsAddr, "stats-addr", "", "serve GET /stats and POST /reset here, e.g. 127.0.0.1:7070")
 	fl.BoolVar(&cfg.XAttrs, "xattrs", false, "pass extended attributes through (EFS has none, so off)")
+	fl.BoolVar(&cfg.AllowOther, "allow-other", false, "let users other than the mounting one use the mount (the Lambda emulator runs functions as uid 993)")
 	fl.BoolVar(&cfg.Debug, "debug", false, "log every FUSE request")
 	if err := fl.Parse(args); err != nil {
 		return cfg, "", err

@@ -20,7 +20,10 @@ type config struct {
 	// stops asking: otherwise it would ask for security.capability before
 	// every truncate, a round trip an NFS client does not make.
 	XAttrs bool
-	Debug  bool // log every FUSE request and reply
+	// AllowOther lets other users than the one that mounted it use the
+	// mount, as every user of a host may use an EFS mount.
+	AllowOther bool
+	Debug      bool // log every FUSE request and reply
 }
 
 // mount is a mounted latencyfs.
@@ -61,6 +64,7 @@ func mountFS(cfg config) (*mount, error) {
 			EnableLocks:          true,
 			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
 			DisableXAttrs:        !cfg.XAttrs,
+			AllowOther:           cfg.AllowOther,
 			Debug:                cfg.Debug,
 		},
 	}

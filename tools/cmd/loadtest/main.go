@@ -61,6 +61,10 @@ type options struct {
 	backlog  int
 	worker   int
 	jsonOut  bool
+	shards   int
+	batch    int
+	policies int
+	cross    bool
 }
 
 func main() {
@@ -83,7 +87,14 @@ func main() {
 	flag.Float64Var(&o.rate, "rate", 0, "requests per second per client; 0 is as fast as possible")
 	flag.IntVar(&o.backlog, "prune-backlog", 0, "seed this many expired windows and prune them from another process during the run")
 	flag.IntVar(&o.worker, "worker", -1, "internal: run as worker process N (-2: the pruner)")
+	flag.IntVar(&o.shards, "shards", 1, "SQLITE_SHARDS: files the counters are spread over")
+	flag.IntVar(&o.batch, "batch", 0, "most decisions of a process in one transaction (0: the store's default; 1: no group commit, as before it)")
+	flag.IntVar(&o.policies, "policies", 1, "policies per request: ping, then others that count every attempt and deny none, under the same client key (so in the same shard)")
+	flag.BoolVar(&o.cross, "cross", false, "with -via store: the other policies count under another client key each (key/pN, as another key source would), mostly in other shards")
 	flag.Parse()
+	if o.cross && o.via != "store" {
+		fatal(errors.New("-cross needs -via store: the handler takes every policy's key from the request"))
+	}
 	for _, p := range strings.Split(procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 1 {
@@ -130,11 +141,36 @@ func fatal(err error) {
 }
 
 func (o options) storeConfig() limiter.StoreConfig {
-	return limiter.StoreConfig{Path: o.db, JournalMode: o.journal, BusyTimeout: o.busy, SQLiteBusyHandler: o.handler == "sqlite"}
+	return limiter.StoreConfig{Path: o.db, JournalMode: o.journal, BusyTimeout: o.busy, SQLiteBusyHandler: o.handler == "sqlite",
+		Shards: o.shards, MaxBatch: o.batch}
 }
 
 func (o options) policy() limiter.Policy {
 	return limiter.Policy{Name: limiter.DefaultPolicyName, Limit: o.limit, Window: time.Duration(o.window) * time.Second}
+}
+
+// keyOf is the client key an attempt for key counts under with p: key
+// itself, or with -cross for the other policies, key/<name>.
+func (o options) keyOf(p limiter.Policy, key string) string {
+	if o.cross && p.Name != limiter.DefaultPolicyName {
+		return key + "/" + p.Name
+	}
+	return key
+}
+
+// rules are the policies of every request: ping (o.limit), and o.policies-1
+// more, p2, p3, ..., that count every attempt and deny none, each in a
+// namespace of its own, so that a key's counters under them hash to other
+// shards.
+func (o options) rules() []limiter.Rule {
+	ks := limiter.KeySource{Kind: limiter.KeyFromHeader}
+	rules := []limiter.Rule{{Policy: o.policy(), KeySource: ks, Routes: []string{limiter.DefaultRoute}}}
+	for i := 2; i <= o.policies; i++ {
+		p := o.policy()
+		p.Name, p.Namespace, p.Limit = fmt.Sprint("p", i), fmt.Sprint("p", i), 1<<50
+		rules = append(rules, limiter.Rule{Policy: p, KeySource: ks, Routes: []string{limiter.DefaultRoute}})
+	}
+	return rules
 }
 
 // result is what one worker process reports.
@@ -147,6 +183,9 @@ type result struct {
 	Errors    int64            `json:"errors"`
 	Latency   *hist            `json:"latency"`
 	Writes    int64            `json:"store_writes"` // write transactions committed
+	Batches   int64            `json:"batches"`      // transactions of decisions of one shard
+	Batched   int64            `json:"batched"`      // decisions in them
+	Across    int64            `json:"cross_shard"`  // decisions across shards
 	Attempts  map[string]int64 `json:"attempts"`     // "key\twindow" → decided attempts
 	Memory    map[string]int64 `json:"memory"`       // "key\twindow" → denials from memory
 	Granted   map[string]int64 `json:"granted"`      // "key\twindow" → allowed attempts
@@ -162,14 +201,18 @@ func worker(o options) error {
 		return err
 	}
 	defer store.Close()
+	// Open every shard before the load, as a function's init does
+	// (stores.OpenReady), so that no cold open lands inside a measurement.
+	if err := store.Ready(ctx); err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	var decider limiter.Store = store
 	if o.cache {
 		decider = limiter.NewRejectCache(store, 0)
 	}
 	memory := &memoryCounter{Store: decider, n: map[string]int64{}}
-	api := httpapi.New(httpapi.Options{Store: memory, Logger: logger,
-		Rules: []limiter.Rule{{Policy: o.policy(), KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Routes: []string{limiter.DefaultRoute}}}})
+	api := httpapi.New(httpapi.Options{Store: memory, Logger: logger, Rules: o.rules()})
 
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
@@ -219,7 +262,8 @@ func worker(o options) error {
 		})
 	}
 	wg.Wait()
-	total.Retries, total.Writes = store.Stats().BusyRetries, store.Stats().Writes
+	st := store.Stats()
+	total.Retries, total.Writes, total.Batches, total.Batched, total.Across = st.BusyRetries, st.Writes, st.Batches, st.Batched, st.CrossShard
 	total.Memory = memory.n
 	return json.NewEncoder(os.Stdout).Encode(total)
 }
@@ -283,6 +327,9 @@ func (r *result) add(o result) {
 	r.Busy += o.Busy
 	r.Retries += o.Retries
 	r.Writes += o.Writes
+	r.Batches += o.Batches
+	r.Batched += o.Batched
+	r.Across += o.Across
 	for k, n := range o.Memory {
 		r.Memory[k] += n
 	}
@@ -305,7 +352,11 @@ var errBusy = errors.New("lock wait ran out")
 // which window.
 func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Store, key string) (bool, string, error) {
 	if o.via == "store" {
-		out, err := store.Allow(ctx, limiter.Attempt{Checks: []limiter.Check{{Policy: o.policy(), Key: key}}, Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"})
+		a := limiter.Attempt{Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"}
+		for _, r := range o.rules() {
+			a.Checks = append(a.Checks, limiter.Check{Policy: r.Policy, Key: o.keyOf(r.Policy, key)})
+		}
+		out, err := store.Allow(ctx, a)
 		if err != nil {
 			if strings.Contains(err.Error(), "database is locked") {
 				return false, "", fmt.Errorf("%w: %w", errBusy, err)
@@ -341,6 +392,12 @@ type row struct {
 	Procs      int           `json:"procs"`
 	Clients    int           `json:"clients"`
 	Keys       int           `json:"keys"`
+	Shards     int           `json:"shards"`
+	Batch      int           `json:"max_batch"`
+	Policies   int           `json:"policies"`
+	Batches    int64         `json:"batches"`
+	Batched    int64         `json:"batched"`
+	Across     int64         `json:"cross_shard"`
 	Decisions  int64         `json:"decisions"`
 	PerSecond  float64       `json:"decisions_per_s"`
 	P50        time.Duration `json:"p50_ns"`
@@ -367,16 +424,22 @@ func run(o options, procs int) (row, error) {
 		return row{}, err
 	}
 	if !o.keep {
-		for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
-			os.Remove(o.db + suffix)
+		// The database, its shards, journals and waiting rooms.
+		old, _ := filepath.Glob(o.db + "*")
+		for _, p := range old {
+			os.Remove(p)
 		}
 	}
-	// Create and migrate the schema once, so workers do not race for it.
+	// Create and migrate the schema of every shard once, so workers do not
+	// race for it. (sqlite.Open alone opens nothing: Ready does.)
 	s, err := sqlite.Open(context.Background(), o.storeConfig())
+	if err == nil {
+		err = s.Ready(context.Background())
+		s.Close()
+	}
 	if err != nil {
 		return row{}, err
 	}
-	s.Close()
 	if o.backlog > 0 {
 		if err := seedBacklog(o); err != nil {
 			return row{}, err
@@ -405,7 +468,9 @@ func run(o options, procs int) (row, error) {
 		cmd := exec.Command(self, "-worker", strconv.Itoa(id), "-db", o.db, "-clients", strconv.Itoa(o.clients),
 			"-keys", strconv.Itoa(o.keys), "-duration", o.duration.String(), "-limit", strconv.FormatInt(o.limit, 10),
 			"-window", strconv.FormatInt(o.window, 10), "-journal", o.journal, "-busy", o.busy.String(), "-via", o.via, "-busy-handler", o.handler,
-			"-reject-cache="+strconv.FormatBool(o.cache), "-rate", strconv.FormatFloat(o.rate, 'f', -1, 64))
+			"-reject-cache="+strconv.FormatBool(o.cache), "-rate", strconv.FormatFloat(o.rate, 'f', -1, 64),
+			"-shards", strconv.Itoa(o.shards), "-batch", strconv.Itoa(o.batch), "-policies", strconv.Itoa(o.policies),
+			"-cross="+strconv.FormatBool(o.cross))
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -423,7 +488,7 @@ func run(o options, procs int) (row, error) {
 		io.WriteString(p.stdin, "go\n")
 	}
 	total := newResult()
-	r := row{Procs: procs, Clients: o.clients, Keys: o.keys, MinPerProc: -1}
+	r := row{Procs: procs, Clients: o.clients, Keys: o.keys, Shards: o.shards, Batch: o.batch, Policies: o.policies, MinPerProc: -1}
 	if o.backlog > 0 {
 		r.Prune = &pruneResult{}
 		if err := json.NewDecoder(ps[procs].out).Decode(r.Prune); err != nil {
@@ -447,7 +512,7 @@ func run(o options, procs int) (row, error) {
 		r.MaxPerProc = max(r.MaxPerProc, res.Decisions)
 	}
 	r.Decisions, r.Busy, r.Retries, r.Errors, r.FirstError = total.Decisions, total.Busy, total.Retries, total.Errors, total.FirstErr
-	r.Writes = total.Writes
+	r.Writes, r.Batches, r.Batched, r.Across = total.Writes, total.Batches, total.Batched, total.Across
 	for _, n := range total.Memory {
 		r.FromMemory += n
 	}
@@ -472,42 +537,34 @@ SELECT printf('old%07d', i), '2020-01-01T00:00:00Z', 1, ?2 FROM n`, o.backlog, o
 	return err
 }
 
-// check compares the database with what the workers counted: per key and
-// window, stored count = attempts, allowed = min(attempts, limit), audit
-// rows = allowed.
+// check compares the database (every shard of it) with what the workers
+// counted: per key and window, stored count = attempts, allowed =
+// min(attempts, limit), audit rows = allowed; and under every further
+// policy, the same count as under ping (each attempt counted under all, or
+// none).
 func check(o options, total result) (int, []string, error) {
-	db, err := sql.Open("sqlite", "file:"+o.db+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		return 0, nil, err
-	}
-	defer db.Close()
 	type counts struct{ stored, audit int64 }
 	got := map[string]*counts{}
-	rows, err := db.Query(`SELECT key, window_start, count FROM rate_limit_windows`)
-	if err != nil {
-		return 0, nil, err
-	}
-	for rows.Next() {
-		var k, w string
-		var n int64
-		rows.Scan(&k, &w, &n)
-		got[k+"\t"+w] = &counts{stored: n}
-	}
-	rows.Close()
-	rows, err = db.Query(`SELECT key, window_start, count(*) FROM api_calls GROUP BY key, window_start`)
-	if err != nil {
-		return 0, nil, err
-	}
-	for rows.Next() {
-		var k, w string
-		var n int64
-		rows.Scan(&k, &w, &n)
-		if got[k+"\t"+w] == nil {
-			got[k+"\t"+w] = &counts{}
+	other := map[string]int64{} // "policy\x1fkey\twindow" → count
+	for i := range max(o.shards, 1) {
+		if err := readShard(sqlite.ShardPath(o.db, i), func(k, w string, n int64) {
+			if strings.Contains(k, "\x1f") {
+				other[k+"\t"+w] += n
+				return
+			}
+			if got[k+"\t"+w] == nil {
+				got[k+"\t"+w] = &counts{}
+			}
+			got[k+"\t"+w].stored += n
+		}, func(k, w string, n int64) {
+			if got[k+"\t"+w] == nil {
+				got[k+"\t"+w] = &counts{}
+			}
+			got[k+"\t"+w].audit += n
+		}); err != nil {
+			return 0, nil, err
 		}
-		got[k+"\t"+w].audit = n
 	}
-	rows.Close()
 	var bad []string
 	for kw, attempts := range total.Attempts {
 		g := got[kw]
@@ -520,19 +577,65 @@ func check(o options, total result) (int, []string, error) {
 			bad = append(bad, fmt.Sprintf("%s: attempts %d (%d from memory), stored %d, allowed %d (want %d), audit rows %d",
 				strings.ReplaceAll(kw, "\t", " @ "), attempts, total.Memory[kw], g.stored, total.Granted[kw], allowed, g.audit))
 		}
+		for _, r := range o.rules()[1:] {
+			key, window, _ := strings.Cut(kw, "\t")
+			k := r.Policy.StoreKey(o.keyOf(r.Policy, key)) + "\t" + window
+			if other[k] != g.stored {
+				bad = append(bad, fmt.Sprintf("%s: stored %d under %s, %d under ping", strings.ReplaceAll(kw, "\t", " @ "), other[k], r.Policy.Name, g.stored))
+			}
+			delete(other, k)
+		}
 		delete(got, kw)
 	}
 	for kw, g := range got {
 		bad = append(bad, fmt.Sprintf("%s: stored %d and %d audit rows nobody counted", kw, g.stored, g.audit))
 	}
+	for kw, n := range other {
+		bad = append(bad, fmt.Sprintf("%q: stored %d nobody counted", kw, n))
+	}
 	return len(total.Attempts), bad, nil
 }
 
+// readShard reads one file's counters and audit rows per key and window.
+func readShard(path string, window, audit func(key, window string, n int64)) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, q := range []struct {
+		sql string
+		f   func(key, window string, n int64)
+	}{
+		{`SELECT key, window_start, count FROM rate_limit_windows`, window},
+		{`SELECT key, window_start, count(*) FROM api_calls GROUP BY key, window_start`, audit},
+	} {
+		rows, err := db.Query(q.sql)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for rows.Next() {
+			var k, w string
+			var n int64
+			if err := rows.Scan(&k, &w, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			q.f(k, w, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func printTable(w io.Writer, o options, rows []row) {
-	fmt.Fprintf(w, "journal=%s via=%s busy_handler=%s reject_cache=%v rate=%v/s/client limit=%d window=%ds busy_timeout=%v duration=%v db=%s\n",
-		o.journal, o.via, o.handler, o.cache, o.rate, o.limit, o.window, o.busy, o.duration, o.db)
+	fmt.Fprintf(w, "journal=%s via=%s busy_handler=%s reject_cache=%v rate=%v/s/client limit=%d window=%ds busy_timeout=%v duration=%v max_batch=%d policies=%d db=%s\n",
+		o.journal, o.via, o.handler, o.cache, o.rate, o.limit, o.window, o.busy, o.duration, o.batch, o.policies, o.db)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "procs\tclients\tkeys\tdecisions\tdecisions/s\tstore tx/s\tfrom memory\tp50\tp99\tmax\tbusy retries\ttimed out\terrors\tmin/max per proc\texact\t")
+	fmt.Fprintln(tw, "procs\tclients\tshards\tkeys\tdecisions\tdecisions/s\tstore tx/s\tdecisions/batch\tacross shards\tfrom memory\tp50\tp99\tmax\tbusy retries\ttimed out\terrors\tmin/max per proc\texact\t")
 	for _, r := range rows {
 		exact := fmt.Sprintf("ok (%d windows)", r.Windows)
 		if !r.Exact {
@@ -542,9 +645,13 @@ func printTable(w io.Writer, o options, rows []row) {
 		if o.handler == "sqlite" {
 			retries = "n/a" // inside SQLite, not counted
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%.1f\t%d\t%v\t%v\t%v\t%s\t%d\t%d\t%d/%d\t%s\t\n",
-			r.Procs, r.Clients, r.Keys, r.Decisions, r.PerSecond, float64(r.Writes)/o.duration.Seconds(), r.FromMemory, round(r.P50), round(r.P99), round(r.Max),
-			retries, r.Busy, r.Errors, r.MinPerProc, r.MaxPerProc, exact)
+		perBatch := 0.0
+		if r.Batches > 0 {
+			perBatch = float64(r.Batched) / float64(r.Batches)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%v\t%v\t%v\t%s\t%d\t%d\t%d/%d\t%s\t\n",
+			r.Procs, r.Clients, r.Shards, r.Keys, r.Decisions, r.PerSecond, float64(r.Writes)/o.duration.Seconds(), perBatch, r.Across, r.FromMemory,
+			round(r.P50), round(r.P99), round(r.Max), retries, r.Busy, r.Errors, r.MinPerProc, r.MaxPerProc, exact)
 	}
 	tw.Flush()
 	for _, r := range rows {

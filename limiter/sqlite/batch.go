@@ -1,0 +1,330 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Group commit.
+//
+// On EFS a transaction costs its round trips (locks, journal, fsyncs)
+// whatever it writes, so a process that serves several requests at once
+// (the local server, the middleware in a long-running server, a Lambda
+// managed instance) decides the ones that arrive while a transaction of a
+// shard is in flight together, in that shard's next transaction:
+//
+//   - A request that finds no transaction of its shard in flight in this
+//     process runs one at once, with just its own attempt: a lone request
+//     waits for nothing more than it did before batching.
+//   - Requests that arrive meanwhile queue in arrival order. When the
+//     transaction ends, the first of them leads the next: it takes the
+//     queue (up to MaxBatch), decides each attempt in turn inside one
+//     write transaction, each upsert seeing the counts of those before it,
+//     each attempt keeping its own outcome and its own audit record,
+//     commits, answers each, and hands the lead to the next waiter. Its
+//     own answer never waits for a later batch.
+//   - After a batch of several, the turn lingers a moment (a 16th of a
+//     transaction, 2 ms at most) for the next requests of the clients it
+//     just answered, so that they form one batch rather than a batch of
+//     one and one of the rest (see linger).
+//   - A request whose context ends while it queues is answered with its
+//     context's error and left out. The batch's context is not any one
+//     member's: it ends at the latest of their deadlines, so one member's
+//     deadline cannot cancel the others' decisions, and the lock wait is
+//     bounded by BusyTimeout as for any write.
+//   - All commit together or none: a failed batch answers every member
+//     with the error, and the fail mode answers each. (Retrying is not
+//     safe in general: a COMMIT that failed may have committed.)
+//
+// A batch is one transaction, so one acquisition of the file lock: a
+// process with many waiting decisions still has one waiter in the waiting
+// room (wait.go), and the fairness between processes is unchanged.
+
+// MaxBatch bounds the decisions one transaction decides. Each adds its
+// pages to the journal (about one leaf per key when keys are spread), so
+// an unbounded batch would hold the lock ever longer; 128 is far above the
+// concurrency of one Lambda environment (a managed instance runs 64 at
+// most), so there no decision waits for more than the transaction ahead of
+// its own.
+const MaxBatch = 128
+
+// batcher is a shard's queue of decisions waiting for the transaction in
+// flight, and the token that says one is in flight.
+type batcher struct {
+	mu     sync.Mutex
+	active bool       // a transaction of this shard's (or a cross-shard one holding it) is in flight
+	queue  []*pending // waiting, in arrival order
+
+	batches, decided, largest atomic.Int64
+	across                    atomic.Int64 // cross-shard decisions led from this shard
+}
+
+// pending is one request waiting for a shard: an attempt to decide, or
+// (token) a cross-shard transaction waiting for the shard's turn.
+type pending struct {
+	ctx   context.Context
+	a     limiter.Attempt
+	token bool
+	ready chan struct{} // closed when state leaves queued
+	state pendingState  // guarded by batcher.mu
+	o     limiter.Outcome
+	err   error
+	// cutShort: answered with its own context's error.
+	cutShort bool
+}
+
+type pendingState int
+
+const (
+	queued   pendingState = iota
+	leading               // it has the turn: it runs the next transaction
+	taken                 // in a batch another leads
+	answered              // o and err are its answer
+)
+
+func newPending(ctx context.Context, a limiter.Attempt, token bool) *pending {
+	return &pending{ctx: ctx, a: a, token: token, ready: make(chan struct{})}
+}
+
+// turn gives p the shard's turn at once if no transaction is in flight, or
+// queues it and waits until it leads, is answered, or its context ends
+// (then it is answered with that error). It reports whether p leads.
+func (b *batcher) turn(p *pending) bool {
+	b.mu.Lock()
+	if !b.active {
+		b.active, p.state = true, leading
+		b.mu.Unlock()
+		return true
+	}
+	b.queue = append(b.queue, p)
+	b.mu.Unlock()
+	select {
+	case <-p.ready:
+	case <-p.ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch p.state {
+	case leading:
+		if p.ctx.Err() == nil {
+			return true
+		}
+		b.handOffLocked() // chosen as its context ended: pass the turn on
+	case queued:
+		b.queue = dropped(b.queue, p)
+	case answered:
+		return false
+	}
+	// Queued or taken: its answer is its context's error. A taken attempt
+	// may still be decided and committed by its batch, as a request whose
+	// deadline passes during COMMIT may be.
+	p.cut(false)
+	return false
+}
+
+// cut answers p with its context's error, waking it if wake. The batcher's
+// mu is held.
+func (p *pending) cut(wake bool) {
+	p.o, p.err, p.state, p.cutShort = limiter.Outcome{}, p.ctx.Err(), answered, true
+	if wake {
+		close(p.ready)
+	}
+}
+
+func dropped(q []*pending, p *pending) []*pending {
+	for i, x := range q {
+		if x == p {
+			return append(q[:i], q[i+1:]...)
+		}
+	}
+	return q
+}
+
+// linger ends the turn after a batch of several, once the requests its
+// members' clients send next have had a moment to arrive: while the queue
+// keeps growing, in steps of gatherStep, for at most a 16th of a
+// transaction (hold) and 2 ms. Without it, in a busy process, the first of
+// them to come back would find no transaction in flight and start one
+// alone, the others would queue behind it, and the process's clients would
+// split into a batch of one and a batch of the rest, each in turn. A lone
+// request (after no batch of several) never meets a lingering turn.
+func (b *batcher) linger(hold time.Duration) {
+	deadline := time.Now().Add(min(hold/16, 2*time.Millisecond))
+	for n := b.waiting(); time.Now().Before(deadline); {
+		time.Sleep(gatherStep)
+		m := b.waiting()
+		if m == n && m > 0 {
+			break
+		}
+		n = m
+	}
+	b.handOff()
+}
+
+// gatherStep is how long linger waits for the queue to grow.
+const gatherStep = 50 * time.Microsecond
+
+func (b *batcher) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// take returns the batch leader leads: itself, then the attempts queued
+// after it, in arrival order, up to most in all and up to the first
+// cross-shard transaction waiting (which keeps its place). Members whose
+// context has ended are answered with its error and left out.
+func (b *batcher) take(leader *pending, most int) []*pending {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	batch := []*pending{leader}
+	n := 0
+	for n < len(b.queue) && len(batch) < most && !b.queue[n].token {
+		p := b.queue[n]
+		n++
+		p.state = taken
+		if p.ctx.Err() != nil {
+			p.cut(true)
+			continue
+		}
+		batch = append(batch, p)
+	}
+	b.queue = b.queue[n:]
+	if leader.ctx.Err() != nil {
+		leader.cut(false)
+		batch = batch[1:]
+	}
+	return batch
+}
+
+// answer gives every member of batch its outcome, or err.
+func (b *batcher) answer(batch []*pending, outs []limiter.Outcome, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, p := range batch {
+		if p.state == answered { // its context ended while it was taken
+			continue
+		}
+		p.o, p.err = limiter.Outcome{}, err
+		if err == nil {
+			p.o = outs[i]
+		}
+		wasLeader := p.state == leading
+		p.state = answered
+		if !wasLeader {
+			close(p.ready)
+		}
+	}
+}
+
+// handOff ends the turn: the first waiter leads next, or no transaction
+// is in flight any more.
+func (b *batcher) handOff() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.handOffLocked()
+}
+
+func (b *batcher) handOffLocked() {
+	if len(b.queue) == 0 {
+		b.active = false
+		return
+	}
+	next := b.queue[0]
+	b.queue = b.queue[1:]
+	next.state = leading
+	close(next.ready)
+}
+
+// allow decides a, whose checks all fall into sh, in sh's next
+// transaction, with whatever else is waiting for it.
+func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	p := newPending(ctx, a, false)
+	if !sh.batch.turn(p) {
+		return sh.answerOf(p)
+	}
+	most := sh.cfg.MaxBatch
+	if most <= 0 {
+		most = MaxBatch
+	}
+	batch := sh.batch.take(p, most)
+	if len(batch) > 0 {
+		outs, err := sh.decideBatch(batch)
+		sh.batch.answer(batch, outs, err)
+	}
+	// The turn passes on, from another goroutine when it lingers: a
+	// leader's own answer never waits for a later batch.
+	if len(batch) > 1 {
+		go sh.batch.linger(sh.wait.holdTime())
+	} else {
+		sh.batch.handOff()
+	}
+	return sh.answerOf(p)
+}
+
+// answerOf is p's answer, an error of its own context's wrapped as the
+// store's errors are.
+func (sh *shard) answerOf(p *pending) (limiter.Outcome, error) {
+	if p.cutShort {
+		return limiter.Outcome{}, sh.wrap("decide", p.err)
+	}
+	return p.o, p.err
+}
+
+// decideBatch decides every member of batch in turn, in one write
+// transaction, and returns their outcomes, or the error that failed them
+// all.
+func (sh *shard) decideBatch(batch []*pending) ([]limiter.Outcome, error) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	outs := make([]limiter.Outcome, len(batch))
+	err := sh.write(ctx, "decide", func(tx *sql.Tx, h *handle) error {
+		st := h.stmts.in(ctx, tx)
+		at := func(string) *statements { return st }
+		for i, p := range batch {
+			var err error
+			if outs[i], err = decide(ctx, at, p.a); err != nil {
+				return err
+			}
+		}
+		return beforeCommit(sh.path)
+	})
+	if err != nil {
+		return nil, err
+	}
+	sh.batch.batches.Add(1)
+	sh.batch.decided.Add(int64(len(batch)))
+	for {
+		old := sh.batch.largest.Load()
+		if int64(len(batch)) <= old || sh.batch.largest.CompareAndSwap(old, int64(len(batch))) {
+			break
+		}
+	}
+	return outs, nil
+}
+
+// batchContext is the context of a batch's transaction. A lone attempt's
+// is its own. A batch's carries the first member's values, is cancelled by
+// none of them, and ends at the latest of their deadlines (none if one has
+// none): the wait for the lock is bounded by BusyTimeout all the same.
+func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}

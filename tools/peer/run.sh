@@ -1,0 +1,56 @@
+#!/bin/bash
+# The peer comparison of BENCHMARKS.md: the local server (WAL, then DELETE)
+# and envoyproxy/ratelimit on Redis, each driven by wrk with 32 connections
+# over 1,000 keys, twice, in one run. Everything listens on loopback.
+#
+#   ENVOY_RL=/tmp/envoy-rl-bin/ratelimit LOCAL_API=/tmp/local-api bash tools/peer/run.sh
+#
+# ENVOY_RL is envoy ratelimit's service binary, built apart (its source is
+# not part of this project); LOCAL_API is `go build -o ... ./cmd/local-api`.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+cp "$here"/*.lua .
+mkdir -p runtime/ratelimit/config && cp "$here/bench.yaml" runtime/ratelimit/config/
+D=${D:-20s}
+redis-server --port 6390 --bind 127.0.0.1 --save '' --appendonly no --protected-mode yes > redis.log 2>&1 &
+REDIS=$!
+env -i PATH="$PATH" HOST=127.0.0.1 PORT=8090 GRPC_HOST=127.0.0.1 GRPC_PORT=8091 DEBUG_HOST=127.0.0.1 DEBUG_PORT=6071 \
+  USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6390 \
+  RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+  "$ENVOY_RL" > envoy.log 2>&1 &
+ENVOY=$!
+sleep 2
+curl -s -XPOST -d '{"domain":"bench","descriptors":[{"entries":[{"key":"client","value":"k0001"}]}]}' http://127.0.0.1:8090/json; echo
+local() { # mode
+  rm -rf "$work/db-$1" && mkdir -p "$work/db-$1"
+  # Its log line per request goes to /dev/null: at 10,000 a second,
+  # writing them to a terminal would measure the terminal.
+  env -i PATH="$PATH" ADDR=127.0.0.1:3100 DB_PATH="$work/db-$1/ratelimit.db" JOURNAL_MODE=$1 RATE_LIMIT=1000000000 WINDOW_SECONDS=3600 "$LOCAL_API" > /dev/null 2>&1 &
+  API=$!
+  sleep 1
+  echo "== local-api $1"
+  wrk -t2 -c32 -d$D --latency -s ping.lua http://127.0.0.1:3100 | tee wrk-$1.txt | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
+  sleep 1
+  kill $API; wait $API 2>/dev/null
+  sent=$(grep "requests in" wrk-$1.txt | awk '{print $1}')
+  python3 - "$work/db-$1/ratelimit.db" "$sent" <<'PY'
+import sqlite3,sys
+db=sqlite3.connect(sys.argv[1])
+c=db.execute("select sum(count) from rate_limit_windows").fetchone()[0]
+a=db.execute("select count(*) from api_calls").fetchone()[0]
+# Every request is allowed: each is counted once and audited once; a few
+# more than wrk reports may have been in flight when it stopped.
+print(f"   stored {c}, audit rows {a}, wrk completed {sys.argv[2]}: exact={c==a and 0 <= c-int(sys.argv[2]) <= 32}")
+PY
+}
+for round in 1 2; do
+  echo "== envoy ratelimit + redis, round $round"
+  wrk -t2 -c32 -d$D --latency -s envoy.lua http://127.0.0.1:8090 | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
+  local WAL
+  local DELETE
+done
+kill $ENVOY $REDIS; wait 2>/dev/null
+echo "== done"
