@@ -81,8 +81,8 @@ func (a Attempt) Validate() error {
 		if err := c.Policy.Validate(); err != nil {
 			return err
 		}
-		if c.Cost < 0 {
-			return fmt.Errorf("policy %q: cost %d is below 1", c.Policy.Name, c.Cost)
+		if c.Cost < 0 || c.Cost > MaxLimit {
+			return fmt.Errorf("policy %q: cost %d is not from 1 to %d", c.Policy.Name, c.Cost, int64(MaxLimit))
 		}
 	}
 	return nil

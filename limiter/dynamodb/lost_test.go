@@ -309,3 +309,26 @@ func TestADecisionWhoseCountsCannotBeReadBackStands(t *testing.T) {
 		t.Errorf("stored count %d with %d audit records, want 1 and 1", count, audit)
 	}
 }
+
+// TestACountPastAnInt64Saturates: a counter DynamoDB has added up past an
+// int64 (its numbers hold 38 digits; the windows count denied attempts
+// unconditionally) reads as limiter.MaxCount and denies, where it used to
+// fail every decision of the key.
+func TestACountPastAnInt64Saturates(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	s := open(t, endpoint, table)
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
+	item := dynamodb.CounterKey(p, "k", t0)
+	item["count"] = &types.AttributeValueMemberN{Value: "100000000000000000000"}
+	if _, err := dynamotest.Client(t, endpoint).PutItem(context.Background(), &sdk.PutItemInput{TableName: &table, Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
+	if err != nil || o.Allowed || o.Decisions[0].Count != limiter.MaxCount {
+		t.Fatalf("a count past an int64: %+v, %v; want denied at MaxCount", o, err)
+	}
+	if u, err := s.Usage(context.Background(), p, "k", t0); err != nil || u.Remaining != 0 {
+		t.Errorf("usage = %+v, %v; want nothing remaining", u, err)
+	}
+}

@@ -56,7 +56,7 @@ func decide(ctx context.Context, at func(key string) *statements, a limiter.Atte
 		if p.IsGCRA() {
 			continue
 		}
-		err = st.upsert.QueryRowContext(ctx, key, limiter.FormatWindow(start), c.Units(), p.WindowSeconds()).Scan(&states[i].Cur)
+		err = st.upsert.QueryRowContext(ctx, key, limiter.FormatWindow(start), c.Units(), p.WindowSeconds(), limiter.MaxCount).Scan(&states[i].Cur)
 		if err != nil {
 			return limiter.Outcome{}, err
 		}
@@ -66,7 +66,7 @@ func decide(ctx context.Context, at func(key string) *statements, a limiter.Atte
 	o := b.Outcome(states)
 	for i, d := range o.Decisions {
 		if d.Moved {
-			if _, err := at(d.Key).tat.ExecContext(ctx, checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano()); err != nil {
+			if _, err := at(d.Key).tat.ExecContext(ctx, checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano(), int64(d.Policy.Emission())); err != nil {
 				return limiter.Outcome{}, err
 			}
 		}
@@ -90,9 +90,9 @@ type stored struct {
 // readState reads key's override, its count in the window before start
 // (and in the one from start, for Usage) and its GCRA bucket.
 func readState(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (stored, error) {
-	var cur, prev, limit, burst, tat sql.NullInt64
+	var cur, prev, limit, burst, tat, emission sql.NullInt64
 	err := st.state.QueryRowContext(ctx, key, limiter.FormatWindow(start), limiter.FormatWindow(start.Add(-p.Window))).
-		Scan(&cur, &prev, &limit, &burst, &tat)
+		Scan(&cur, &prev, &limit, &burst, &tat, &emission)
 	if err != nil {
 		return stored{}, err
 	}
@@ -101,7 +101,7 @@ func readState(ctx context.Context, st *statements, p limiter.Policy, key string
 		r.Prev = prev.Int64
 	}
 	if tat.Valid {
-		r.TAT = time.Unix(0, tat.Int64)
+		r.TAT, r.Emission = time.Unix(0, tat.Int64), time.Duration(emission.Int64)
 	}
 	if limit.Valid {
 		r.override = &limiter.Override{Limit: limit.Int64, Burst: burst.Int64}

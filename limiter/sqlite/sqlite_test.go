@@ -377,3 +377,34 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 		t.Errorf("journal mode = %q, want delete", mode)
 	}
 }
+
+// TestACountNearAnInt64Saturates: the windows count denied attempts
+// unconditionally, so a client denied long enough at a large cost drives
+// its counter up without bound. Past an int64, SQLite turns the sum into a
+// float, which the next decision could not read: every later request of
+// the key failed (a 503, or, failing open, let through). The count stops
+// at limiter.MaxCount instead, and denies.
+func TestACountNearAnInt64Saturates(t *testing.T) {
+	s := sqlitetest.Open(t, limiter.StoreConfig{})
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	allow := func(cost int64) (limiter.Outcome, error) {
+		return s.Allow(context.Background(), limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k", Cost: cost}}, Now: at})
+	}
+	if _, err := allow(1); err != nil {
+		t.Fatal(err)
+	}
+	db := sqlitetest.Connect(t, s.Path())
+	if _, err := db.Exec(`UPDATE rate_limit_windows SET count = 9223372036854775000 WHERE key = 'k'`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		o, err := allow(limiter.MaxLimit)
+		if err != nil || o.Allowed || o.Decisions[0].Count != limiter.MaxCount {
+			t.Fatalf("a count past an int64: %+v, %v; want denied at MaxCount", o, err)
+		}
+	}
+	if typ := sqlitetest.QueryString(t, db, `SELECT typeof(count) FROM rate_limit_windows WHERE key = 'k'`); typ != "integer" {
+		t.Errorf("the stored count is a %s", typ)
+	}
+}

@@ -15,10 +15,13 @@ import (
 const (
 	// upsertSQL counts an attempt of cost ?3 and returns the new count in
 	// one statement: the first attempt in a window inserts its cost, later
-	// ones add theirs.
+	// ones add theirs, up to ?5, limiter.MaxCount. Denied attempts count
+	// too, and SQLite turns an integer sum past an int64 into a float,
+	// which no later decision could read: the count saturates instead
+	// (costs are at most limiter.MaxLimit, so the sum never gets there).
 	upsertSQL = `INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)
 VALUES (?1, ?2, ?3, ?4)
-ON CONFLICT (key, window_start) DO UPDATE SET count = count + excluded.count
+ON CONFLICT (key, window_start) DO UPDATE SET count = min(count + excluded.count, ?5)
 RETURNING count`
 	auditSQL = `INSERT INTO api_calls (key, window_start, called_at, route, request_id, cost)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
@@ -31,9 +34,10 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
   (SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?3),
   (SELECT "limit" FROM overrides WHERE key = ?1),
   (SELECT burst FROM overrides WHERE key = ?1),
-  (SELECT tat FROM gcra_buckets WHERE key = ?1)`
-	tatSQL = `INSERT INTO gcra_buckets (key, tat) VALUES (?1, ?2)
-ON CONFLICT (key) DO UPDATE SET tat = excluded.tat`
+  (SELECT tat FROM gcra_buckets WHERE key = ?1),
+  (SELECT emission FROM gcra_buckets WHERE key = ?1)`
+	tatSQL = `INSERT INTO gcra_buckets (key, tat, emission) VALUES (?1, ?2, ?3)
+ON CONFLICT (key) DO UPDATE SET tat = excluded.tat, emission = excluded.emission`
 )
 
 // statements are a handle's prepared statements.

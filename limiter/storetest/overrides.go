@@ -138,3 +138,36 @@ func reset(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// gcraRescale: a key that used its whole bucket at 10 a minute is given
+// 1000 a minute: the 10 emissions its bucket holds back are 10 of the new
+// rate, and 989 more pass at once after the next one, where the old TAT
+// read at the new rate would hold it back most of a minute. Back at 10 a
+// minute, the bucket is at most full: one emission's wait, 6 s.
+func gcraRescale(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	other := in.Another(t)
+	p := limiter.Policy{Name: "tokens", Limit: 10, Window: time.Minute, Namespace: "tokens", Algorithm: limiter.GCRA}
+	for i := range 10 {
+		allow(t, in.Store, p, "k", t0, fmt.Sprint("r", i))
+	}
+	if d := allow(t, in.Store, p, "k", t0, "full"); d.Allowed {
+		t.Fatalf("past the bucket: %+v, want denied", d)
+	}
+	if _, err := in.Store.SetOverride(ctx, p, "k", limiter.Override{Limit: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := other.Usage(ctx, p, "k", t0); err != nil || u.Remaining != 990 {
+		t.Errorf("usage after the raise = %+v, %v; want 990 remaining", u, err)
+	}
+	if d := allow(t, other, p, "k", t0, "raised"); !d.Allowed || d.Remaining != 989 {
+		t.Errorf("after the raise: allowed %v, remaining %d; want allowed, 989 left", d.Allowed, d.Remaining)
+	}
+	if _, err := in.Store.DeleteOverride(ctx, p, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if d := allow(t, other, p, "k", t0, "lowered"); d.Allowed || d.ResetAfter != 6*time.Second {
+		t.Errorf("back at 10 a minute: allowed %v, reset after %v; want denied for one emission, 6s", d.Allowed, d.ResetAfter)
+	}
+}

@@ -2,11 +2,14 @@
 ALTER TABLE api_calls ADD COLUMN cost INTEGER NOT NULL DEFAULT 1;
 
 -- GCRA buckets: one row per key, its theoretical arrival time (TAT) in Unix
--- nanoseconds. A row whose TAT has passed says no more than a missing row
--- (a fresh key's bucket), so pruning deletes it.
+-- nanoseconds, and the emission interval it was written with, so that a
+-- change of the key's rate (an override) rescales what the bucket holds
+-- back. A row whose TAT has passed says no more than a missing row (a fresh
+-- key's bucket), so pruning deletes it.
 CREATE TABLE IF NOT EXISTS gcra_buckets (
-    key TEXT    NOT NULL PRIMARY KEY, -- the policy's store key
-    tat INTEGER NOT NULL
+    key      TEXT    NOT NULL PRIMARY KEY, -- the policy's store key
+    tat      INTEGER NOT NULL,
+    emission INTEGER NOT NULL DEFAULT 0    -- nanoseconds; 0: unknown
 ) WITHOUT ROWID;
 
 -- Overrides: a limit (and a GCRA burst) for one key under one policy, set at
