@@ -22,8 +22,8 @@ const (
 	// attrEmission is the emission interval, in nanoseconds, a bucket's
 	// TAT was written with (limiter.State.Emission).
 	attrEmission = "emission_ns"
-	attrLimit   = "limit"
-	attrBurst   = "burst"
+	attrLimit    = "limit"
+	attrBurst    = "burst"
 )
 
 // Sort keys of the items beside a key's counters, in the same partition.
