@@ -65,17 +65,19 @@ type StoreConfig struct {
 	// Shards is how many SQLite files the counters are spread over
 	// (SQLITE_SHARDS, 1 to MaxShards; zero means 1): shard 0 is Path,
 	// shard i is Path + ".shard-<i>", and each key's counters live in the
-	// shard its store key hashes to. The files record the count they were
+	// shard its client key hashes to (so one key's policies share one).
+	// Zero means 1. The files record the count they were
 	// created with, and a store configured with another refuses them.
 	Shards int
 	// JournalMode is SQLite's journal mode (JOURNAL_MODE): DELETE,
 	// TRUNCATE or PERSIST, the rollback journals, which work across hosts
 	// on EFS. ConfigFromEnv never gives WAL, whose index lives in shared
 	// memory on one host; a host that is one machine (the local server)
-	// may set it.
+	// may set it. Empty means DELETE.
 	JournalMode string
 	// BusyTimeout bounds each wait for the database lock, or for DynamoDB
 	// to accept a write that conflicted or was throttled (BUSY_TIMEOUT).
+	// Zero means DefaultBusyTimeout, 3 s.
 	BusyTimeout time.Duration
 	// AuditRetention is how long audit records are kept; zero keeps them
 	// forever (AUDIT_RETENTION). SQLite's prune deletes older ones;

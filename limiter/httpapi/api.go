@@ -12,8 +12,9 @@
 // the same 429, and only allowed ones reach the handler.
 //
 // Every error is answered with RFC 9457 Problem Details, written in one place
-// (writeError); no request path panics or leaks internals, and a panic that
-// escapes a bug anyway is recovered into a 500 problem.
+// (problem.go); no request path panics or leaks internals, and a panic that
+// escapes a bug anyway is recovered into a 500 problem (a panic of the
+// handler behind the middleware is that handler's, and goes on).
 package httpapi
 
 import (
@@ -62,7 +63,8 @@ type KeyFunc func(*http.Request) (string, error)
 // counted (limiter.ValidateCosts).
 type CostFunc func(*http.Request) (int64, error)
 
-// Options configure an API or a Middleware.
+// Options configure an API or a Middleware; every field applies to both,
+// but Routes, the API's own routes.
 type Options struct {
 	Store limiter.Store
 	// Rules are the policies that apply to requests: which routes each
@@ -78,7 +80,7 @@ type Options struct {
 	// FailMode says what a request gets when the store fails.
 	FailMode limiter.FailMode
 	// Routes lists the API's routes to serve (RoutePing, RouteStatus,
-	// RouteCheck, RouteAdmin); others answer 404. Empty means /ping,
+	// RouteCheck, RouteAdmin); others answer 404. Middleware ignores it. Empty means /ping,
 	// /status and /check: the admin routes are served only when named.
 	Routes []string
 	// Now reads the clock, once per request. Defaults to time.Now.
