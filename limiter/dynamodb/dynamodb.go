@@ -19,11 +19,17 @@
 //
 // # One decision
 //
-// An attempt is one TransactWriteItems: for each policy, add 1 to its
-// counter, on condition, for a policy that is not a shadow, that the count
-// is below what the policy allows (the limit; for a sliding policy, the
-// limit less the previous window's weighted count, read first: that window
-// no longer changes), and put the audit record. All happen or none, so every
+// Before any write, one strongly consistent read (BatchGetItem, or GetItem
+// for one item) fetches what the decision depends on: each key's override
+// (pk as the counter's, sk = "override"), a sliding policy's previous
+// window, a GCRA bucket (sk = "gcra": its TAT and the emission interval it
+// was written with). An attempt is then one TransactWriteItems: for each
+// window policy, add the attempt's cost to its counter, on condition, for
+// a policy that is not a shadow, that the count has room for it (the
+// limit; for a sliding policy, the limit less the previous window's
+// weighted count); for each GCRA policy the attempt passes, set its TAT on
+// condition that the bucket is where it was read; and put the audit
+// record. All happen or none, so every
 // allowed attempt has exactly one audit record and there is none for an
 // attempt that was not counted, whatever crashes in between. When a
 // condition fails, a policy is at its limit: a second transaction counts
@@ -35,16 +41,18 @@
 // # Writes are applied once
 //
 // Every write is a TransactWriteItems, which carries a ClientRequestToken:
-// DynamoDB applies a repeat of a call with the same token once. The SDK
-// fills the token in once per call and keeps it for its own retries, so a
-// call whose answer was lost (a connection reset after DynamoDB applied it)
-// is repeated safely. The store's own retries follow the same rule: after
-// an answer that says the write was not applied (a transaction cancelled
-// by a conflict or throttling, throughput exceeded) it sends a new call;
-// while the first call with a token may still be running
-// (TransactionInProgressException) it repeats that call, token and all;
-// after any other failure, whose outcome it cannot know, it sends nothing
-// more and the fail mode answers.
+// DynamoDB applies a repeat of a call with the same token once (within ten
+// minutes). The store makes every call of a write itself, with the SDK's
+// retries off, and sees every answer: a call whose answer was lost (a
+// connection reset, a timeout, a 500, after which DynamoDB may have
+// applied it), or that may still be running
+// (TransactionInProgressException), is repeated as it is, token and all.
+// An answer that says the call was not applied (a transaction cancelled by
+// a conflict or throttling, throughput exceeded) leads to a new call with
+// a new token only while no call with the current token may have been
+// applied; after one that may have, the same call is repeated, which
+// DynamoDB either applies or answers from the first. A validation error is
+// final. When the budget runs out, the fail mode answers.
 //
 // Conflicts and throttling are tried again until BusyTimeout or the
 // request's deadline. One hot key is bounded by its partition's write

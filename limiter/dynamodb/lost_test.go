@@ -161,8 +161,9 @@ func TestAWriteStillInProgressIsRepeatedNotResent(t *testing.T) {
 }
 
 // TestAnUnknownOutcomeIsNotSentAgain: every answer to a decision's
-// transaction is lost, past the SDK's own retries. The store cannot know
-// whether it was applied, so it sends nothing more and fails (the fail
+// transaction is lost, for longer than the store's budget. The store
+// cannot know whether it was applied, so it sends nothing but that same
+// call again, token and all, and fails when the budget runs out (the fail
 // mode answers); the one write it sent is applied once.
 func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
 	endpoint := dynamotest.Endpoint(t)
@@ -170,7 +171,7 @@ func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
 	proxy := dynamotest.NewProxy(t, endpoint)
 	s := open(t, proxy.URL, table)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
-	proxy.Lose("TransactWriteItems", 100)
+	proxy.Lose("TransactWriteItems", 1_000_000)
 	_, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
 	if !errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("allow = %v, want a store failure", err)
@@ -214,8 +215,8 @@ func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
 	// cancelled: the first policy is at its limit), then the write that
 	// counts it fails. The old store's one UpdateItem per policy: the first
 	// goes through, the second fails.
-	proxy.Fail("TransactWriteItems", 1, 10)
-	proxy.Fail("UpdateItem", 1, 10)
+	proxy.Fail("TransactWriteItems", 1, 1_000_000)
+	proxy.Fail("UpdateItem", 1, 1_000_000)
 	o, err := s.Allow(context.Background(), a("2"))
 	if err != nil || o.Allowed {
 		t.Fatalf("a denial whose count failed: %+v, %v; want denied, no error", o, err)
@@ -330,5 +331,41 @@ func TestACountPastAnInt64Saturates(t *testing.T) {
 	}
 	if u, err := s.Usage(context.Background(), p, "k", t0); err != nil || u.Remaining != 0 {
 		t.Errorf("usage = %+v, %v; want nothing remaining", u, err)
+	}
+}
+
+// TestALostAnswerThenAThrottledRepeatIsAppliedOnce: a decision's
+// transaction is applied and its answer lost; the repeat, same token, is
+// throttled. The store must not read the throttle as "never applied": it
+// repeats the call, which DynamoDB answers from the first, and the attempt
+// is counted and audited once, answered allowed. It used to send a new
+// call with a new token, applied again: a count of 2 with one audit
+// record, and under a limit of 1, a client told "denied" whose attempt had
+// its audit record; a GCRA bucket moved twice.
+func TestALostAnswerThenAThrottledRepeatIsAppliedOnce(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	for _, p := range []limiter.Policy{
+		{Name: "ping", Limit: 1, Window: time.Hour},
+		{Name: "tokens", Limit: 10, Window: time.Hour, Namespace: "tokens", Algorithm: limiter.GCRA},
+	} {
+		proxy := dynamotest.NewProxy(t, endpoint)
+		s := open(t, proxy.URL, table)
+		proxy.Lose("TransactWriteItems", 1)
+		proxy.ThrottleRepeats("TransactWriteItems", 1)
+		o, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
+		if err != nil || !o.Allowed {
+			t.Fatalf("%s: %+v, %v; want allowed", p.Name, o, err)
+		}
+		checkTokens(t, proxy.Calls())
+		if p.IsGCRA() {
+			if u, err := s.Usage(context.Background(), p, "k", t0); err != nil || u.Remaining != 9 {
+				t.Errorf("gcra: %+v, %v; want the bucket moved once, 9 left", u, err)
+			}
+			continue
+		}
+		if count, audit := stored(t, endpoint, table, p, "k", t0); count != 1 || audit != 1 {
+			t.Errorf("stored count %d with %d audit records, want 1 and 1", count, audit)
+		}
 	}
 }

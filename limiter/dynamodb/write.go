@@ -2,10 +2,14 @@ package dynamodb
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -44,9 +48,10 @@ type outcome int
 const (
 	applied    outcome = iota
 	notApplied         // cancelled by a failed condition: final
-	tryAgain           // not applied (a conflict, throttling): a new call may be sent
+	tryAgain           // this call was not applied (a conflict, throttling)
 	stillOpen          // the first call with this token may still run: repeat it
-	unknown            // the write may or may not have been applied, or never will be
+	lost               // no answer, or the server's fault: it may have been applied
+	unknown            // refused as it is (a validation error): sending it again changes nothing
 )
 
 // outcomeOf reads DynamoDB's answer to a TransactWriteItems.
@@ -74,8 +79,14 @@ func outcomeOf(err error) outcome {
 		return stillOpen
 	case throttled(err):
 		return tryAgain
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return unknown
 	}
-	return unknown
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorFault() != smithy.FaultServer {
+		return unknown
+	}
+	return lost // a connection reset, a timeout, a 500: the call may have been applied
 }
 
 // throttled reports errors that say a request was refused for throughput,
@@ -89,31 +100,53 @@ func throttled(err error) bool {
 
 // transact writes items in one transaction, applied once (see the package
 // comment): nil when it was applied, a *conditionFailed when conditions
-// failed, or a store error.
+// failed, or a store error. The store makes every call itself, the SDK's
+// retries off for this one, so that it sees every answer: a call that may
+// have been applied (its answer lost, or it may still run) is repeated as
+// it is, token and all, and only while no call with the token may have
+// been applied does an answer of "not applied" (a conflict, throttling)
+// lead to a new call. The SDK's own retries would hide the first answer
+// behind the last: a lost answer, then a throttled repeat, looked like a
+// write never applied, and the new call applied it twice.
 func (s *Store) transact(ctx context.Context, op string, items []types.TransactWriteItem) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
-	// The SDK sets the input's ClientRequestToken on the first call; a
-	// repeat of this input carries it.
-	in := &dynamodb.TransactWriteItemsInput{TransactItems: items}
+	in := newTransaction(items)
+	mayBeApplied := false // by a call with in's token
 	for try := 1; ; try++ {
-		_, err := s.client.TransactWriteItems(ctx, in)
+		_, err := s.client.TransactWriteItems(ctx, in, oneAttempt)
 		switch outcomeOf(err) {
 		case applied:
 			return nil
 		case notApplied:
 			return failedConditions(err)
 		case tryAgain:
-			in = &dynamodb.TransactWriteItemsInput{TransactItems: items} // a new call: a new token
-		case stillOpen:
+			if !mayBeApplied {
+				in = newTransaction(items)
+			}
+		case stillOpen, lost:
+			mayBeApplied = true
 		default:
 			return s.failed(limiter.FaultUnavailable, op, try, err)
 		}
 		if err := pause(ctx); err != nil {
+			if mayBeApplied {
+				return s.failed(limiter.FaultUnavailable, op, try, err)
+			}
 			return s.failed(limiter.FaultBusy, op, try, err)
 		}
 	}
 }
+
+// newTransaction is a new call writing items, with a token of its own.
+func newTransaction(items []types.TransactWriteItem) *dynamodb.TransactWriteItemsInput {
+	var b [16]byte
+	crand.Read(b[:])
+	return &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(hex.EncodeToString(b[:]))}
+}
+
+// oneAttempt turns the SDK's retries off for one call.
+func oneAttempt(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }
 
 // retry runs a read until it succeeds, fails other than by throttling, or
 // the budget or ctx runs out.

@@ -32,6 +32,10 @@ type Proxy struct {
 	// answer with TransactionInProgressException, as DynamoDB does while
 	// the first call is still running.
 	inProgress map[string]int
+	// throttle counts, by operation, the repeats of a known token to
+	// answer with ThrottlingException: the call was applied, its answer
+	// lost, and the repeat refused for throughput.
+	throttle map[string]int
 	// fail counts, by operation, the calls to answer with a 500 without
 	// forwarding them (never applied), after passing skip[op] on.
 	fail  map[string]int
@@ -46,7 +50,7 @@ type Call struct {
 	Token string // ClientRequestToken, for TransactWriteItems
 	// Lost is set when the call reached moto and its answer was lost;
 	// Repeat when the proxy answered from a token it had seen succeed.
-	Lost, Repeat, InProgress, Failed bool
+	Lost, Repeat, InProgress, Failed, Throttled bool
 }
 
 type seen struct {
@@ -55,7 +59,7 @@ type seen struct {
 
 // NewProxy starts a proxy to the moto at endpoint, stopped when tb ends.
 func NewProxy(tb testing.TB, endpoint string) *Proxy {
-	p := &Proxy{moto: endpoint, lose: map[string]int{}, inProgress: map[string]int{}, fail: map[string]int{}, skip: map[string]int{}, done: map[string]seen{}}
+	p := &Proxy{moto: endpoint, lose: map[string]int{}, inProgress: map[string]int{}, throttle: map[string]int{}, fail: map[string]int{}, skip: map[string]int{}, done: map[string]seen{}}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	tb.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -68,6 +72,11 @@ func (p *Proxy) Lose(op string, n int) { p.set(p.lose, op, n) }
 // InProgress makes the proxy answer the next n repeats of a succeeded
 // token of op with TransactionInProgressException.
 func (p *Proxy) InProgress(op string, n int) { p.set(p.inProgress, op, n) }
+
+// ThrottleRepeats makes the proxy answer the next n repeats of a
+// succeeded token of op with ThrottlingException, as DynamoDB throttles
+// any request past a partition's throughput, a repeat included.
+func (p *Proxy) ThrottleRepeats(op string, n int) { p.set(p.throttle, op, n) }
 
 // Fail makes the proxy pass the next skip calls of op on, then answer n
 // with a 500 without passing them on.
@@ -111,6 +120,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case c.InProgress:
 		answer(w, http.StatusBadRequest, "TransactionInProgressException", "injected")
+		return
+	case c.Throttled:
+		answer(w, http.StatusBadRequest, "ThrottlingException", "injected")
 		return
 	case c.Repeat:
 		p.mu.Lock()
@@ -156,6 +168,8 @@ func (p *Proxy) classify(op, token string) Call {
 		c.Failed = true
 	case known && p.take(p.inProgress, op):
 		c.InProgress = true
+	case known && p.take(p.throttle, op):
+		c.Throttled = true
 	default:
 		c.Repeat = known
 		c.Lost = p.take(p.lose, op)
