@@ -39,6 +39,10 @@ type RejectCache struct {
 	mu     sync.Mutex
 	denied map[string]denial // by the attempt's keys and windows
 	swept  time.Time         // when a full cache last swept, to sweep once a second at most
+	// forgets counts the forgets (an override or reset here): a denial
+	// whose store answer was on its way during one may be of the state
+	// before it, and is not remembered.
+	forgets uint64
 }
 
 // MaxRemembered bounds how long a RejectCache answers from one denial: an
@@ -84,6 +88,7 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 	sig := signature(a)
 	c.mu.Lock()
 	prev, ok := c.denied[sig]
+	forgets := c.forgets
 	c.mu.Unlock()
 	if ok {
 		if o, ok := prev.recall(a); ok {
@@ -96,6 +101,9 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.forgets != forgets {
+		return o, nil
+	}
 	if len(c.denied) >= c.size && a.Now.Sub(c.swept) >= time.Second {
 		c.sweep(a.Now)
 	}
@@ -205,6 +213,7 @@ func (c *RejectCache) Reset(ctx context.Context, p Policy, key string, now time.
 func (c *RejectCache) forget(storeKey string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgets++
 	for sig := range c.denied {
 		if strings.HasPrefix(sig, storeKey+"\x00") || strings.Contains(sig, "\x00"+storeKey+"\x00") {
 			delete(c.denied, sig)

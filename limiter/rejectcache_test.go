@@ -193,3 +193,53 @@ func TestRejectCacheUnderConcurrency(t *testing.T) {
 		t.Errorf("stored count %d, want %d: what reached the store", u.Count, counted.n)
 	}
 }
+
+// heldStore holds each denial's answer until released: a decision in
+// flight while something else happens.
+type heldStore struct {
+	limiter.Store
+	denied, release chan struct{}
+}
+
+func (s *heldStore) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	o, err := s.Store.Allow(ctx, a)
+	if err == nil && !o.Allowed {
+		s.denied <- struct{}{}
+		<-s.release
+	}
+	return o, err
+}
+
+// TestRejectCacheForgetsADenialThatCrossedAReset: a denial the store made
+// before a reset, answered after the reset forgot the key, is not
+// remembered: the reset key's next attempt goes to the store and passes,
+// where it used to be denied from memory for up to MaxRemembered.
+func TestRejectCacheForgetsADenialThatCrossedAReset(t *testing.T) {
+	ctx := context.Background()
+	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
+	if o, err := store.Allow(ctx, storetest.One(p, "k", t0, "", "")); err != nil || !o.Allowed {
+		t.Fatalf("first: %+v, %v", o, err)
+	}
+	held := &heldStore{Store: store, denied: make(chan struct{}), release: make(chan struct{})}
+	c := limiter.NewRejectCache(held, 0)
+	done := make(chan error)
+	go func() {
+		_, err := c.Allow(ctx, storetest.One(p, "k", t0, "", ""))
+		done <- err
+	}()
+	<-held.denied // decided, not yet answered
+	if err := c.Reset(ctx, p, "k", t0); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c.Len() != 0 {
+		t.Errorf("%d denials remembered across the reset", c.Len())
+	}
+	if o, err := c.Allow(ctx, storetest.One(p, "k", t0.Add(time.Second), "", "")); err != nil || !o.Allowed || o.Decisions[0].FromMemory {
+		t.Errorf("after the reset: %+v, %v; want allowed by the store", o, err)
+	}
+}
