@@ -18,13 +18,25 @@ func ValidateCosts(ctx context.Context, s Store, checks []Check) error {
 	return err
 }
 
+// Impossible is ValidateCosts of a's checks as they are, their policies
+// the effective ones (overrides applied, as a store reads them in the
+// decision's transaction): an error wrapping ErrInvalidCost when an
+// enforced policy could never let a's cost through, for the store to
+// refuse the attempt with, counting nothing. A lowered override is caught
+// here, where ValidateCosts, reading overrides only for costs beyond a
+// policy's own capacity, lets it by.
+func (a Attempt) Impossible() error {
+	_, err := fitting(context.Background(), nil, a.Checks)
+	return err
+}
+
 // fitting is ValidateCosts, also counting the checks whose cost fits
 // their policy's capacity, shadows included.
 func fitting(ctx context.Context, s Store, checks []Check) (int, error) {
 	fits := 0
 	for _, c := range checks {
-		if c.Cost < 0 {
-			return 0, fmt.Errorf("%w: %d is below 1", ErrInvalidCost, c.Cost)
+		if c.Cost < 0 || c.Cost > MaxLimit {
+			return 0, fmt.Errorf("%w: %d is not from 1 to %d", ErrInvalidCost, c.Cost, int64(MaxLimit))
 		}
 		most, err := capacityFor(ctx, s, c)
 		switch {

@@ -72,6 +72,12 @@ type Outcome struct {
 	// Allowed is true when every policy that is not a shadow allowed the
 	// attempt: the request passes, and has its audit record.
 	Allowed bool
+	// Refused is what a store sets, counting nothing, when the key's
+	// effective policies (its overrides applied, as read in the decision's
+	// transaction) could never let the attempt through: an error wrapping
+	// ErrInvalidCost (Attempt.Impossible). Store.Allow returns it as its
+	// error; an Outcome with Refused set never leaves a store.
+	Refused error
 }
 
 // Outcome decides the attempt from each check's state, read by the store in

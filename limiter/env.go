@@ -70,7 +70,6 @@ func (e *env) failMode() FailMode {
 func (e *env) store() StoreConfig {
 	s := StoreConfig{
 		Kind:           StoreSQLite,
-		JournalMode:    e.journalMode(),
 		BusyTimeout:    e.busyTimeout(),
 		AuditRetention: e.retention(),
 	}
@@ -79,6 +78,9 @@ func (e *env) store() StoreConfig {
 		if s.Path = e.getenv("DB_PATH"); s.Path == "" {
 			e.bad("DB_PATH", "not set; it names the SQLite database file, e.g. /mnt/efs/ratelimit.db")
 		}
+		// JOURNAL_MODE and SQLITE_SHARDS are SQLite's: with another
+		// store they are not read.
+		s.JournalMode = e.journalMode()
 		s.Shards = int(e.int("SQLITE_SHARDS", 1, 1, MaxShards, fmt.Sprintf("a whole number of files from 1 to %d", MaxShards)))
 	case StoreDynamoDB:
 		s.Kind, s.Table, s.Endpoint = v, e.getenv("TABLE_NAME"), e.getenv("DYNAMODB_ENDPOINT")
@@ -102,7 +104,7 @@ func (e *env) journalMode() string {
 	case "WAL":
 		e.bad("JOURNAL_MODE", "WAL is unsafe on EFS (its index is shared memory on one host); only the local server accepts it")
 	default:
-		e.bad("JOURNAL_MODE", "%q is not DELETE, TRUNCATE or PERSIST", e.getenv("JOURNAL_MODE"))
+		e.bad("JOURNAL_MODE", "%q is not DELETE, TRUNCATE or PERSIST (nor WAL, which only the local server takes)", e.getenv("JOURNAL_MODE"))
 	}
 	return DefaultJournalMode
 }

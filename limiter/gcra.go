@@ -62,6 +62,11 @@ func (p Policy) bucket(now time.Time, st State) time.Time {
 // gcraFits reports whether an attempt of cost at now fits a bucket whose
 // TAT is tat, and the TAT it leaves if it is let through.
 func (p Policy) gcraFits(now, tat time.Time, cost int64) (bool, time.Time) {
+	if cost > p.Capacity() {
+		// Never fits, and cost*T could overflow: the policy's tolerance
+		// is bounded, not cost.
+		return false, tat
+	}
 	t := p.Emission()
 	base := tat
 	if base.Before(now) {
@@ -103,8 +108,10 @@ func (p Policy) gcraStanding(key string, now, tat time.Time, cost int64) Usage {
 			base = now
 		}
 		// A cost beyond the burst never fits; it is told the wait of a
-		// bucket that is whole.
-		fitsAt := base.Add(time.Duration(cost)*t - time.Duration(p.Capacity())*t)
+		// bucket that is whole (stores refuse it before it gets here:
+		// Attempt.Impossible).
+		// Bounded by a second bucket, so that cost*T cannot overflow.
+		fitsAt := base.Add(time.Duration(min(cost, 2*p.Capacity())-p.Capacity()) * t)
 		u.ResetAfter = wholeSeconds(fitsAt.Sub(now))
 		u.Reset = now.Add(u.ResetAfter)
 	}

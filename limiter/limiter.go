@@ -29,8 +29,8 @@ type Limiter struct {
 	invalid   error
 }
 
-// ErrInvalidPolicies is a Limiter whose Policies ValidatePolicies refuses:
-// every check fails with it.
+// ErrInvalidPolicies is a Limiter whose Policies ValidatePolicies refuses,
+// or that has no Store: every check fails with it.
 var ErrInvalidPolicies = errors.New("invalid policies")
 
 // Request is one check.
@@ -72,7 +72,11 @@ func (l *Limiter) Check(ctx context.Context, key string, cost int64, policies ..
 // wrong; or the store's error, reading overrides (ValidateCosts).
 func (l *Limiter) Attempt(ctx context.Context, now time.Time, r Request) (Attempt, error) {
 	l.validated.Do(func() {
-		if err := ValidatePolicies(l.Policies); err != nil {
+		err := ValidatePolicies(l.Policies)
+		if l.Store == nil {
+			err = errors.Join(err, errors.New("no store"))
+		}
+		if err != nil {
 			l.invalid = fmt.Errorf("%w: %w", ErrInvalidPolicies, err)
 		}
 	})

@@ -50,6 +50,9 @@ func TestPoliciesThatWouldShareCountersAreRefused(t *testing.T) {
 	if err := limiter.ValidatePolicies([]limiter.Policy{a, withNS(b, "b")}); err != nil {
 		t.Errorf("one policy without a namespace beside a namespaced one: %v", err)
 	}
+	if _, err := (&limiter.Limiter{Policies: []limiter.Policy{withNS(a, "a")}}).Check(context.Background(), "k", 1); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), "no store") {
+		t.Errorf("a Limiter without a store: %v, want ErrInvalidPolicies saying so (it used to panic)", err)
+	}
 	l := &limiter.Limiter{Store: sqlitetest.Open(t, limiter.StoreConfig{}), Policies: []limiter.Policy{a, b}}
 	for range 2 {
 		if _, err := l.Check(context.Background(), "k", 1); !errors.Is(err, limiter.ErrInvalidPolicies) {

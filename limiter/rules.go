@@ -17,8 +17,8 @@ import (
 // WINDOW_SECONDS. Its counters are stored under the client key exactly.
 const DefaultPolicyName = "ping"
 
-// DefaultRoute is the route a rule limits when it names none: the seed's
-// one rate-limited route.
+// DefaultRoute is the route a POLICIES rule limits when it names none: the
+// seed's one rate-limited route. (A Rule built in Go must name its own.)
 const DefaultRoute = "/ping"
 
 // Rule is a policy and where it applies: the routes it limits, how each
@@ -55,6 +55,11 @@ func (r Rule) Validate() error {
 	errs := []error{r.Policy.Validate()}
 	if err := r.KeySource.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("policy %q: %w", r.Policy.Name, err))
+	}
+	if len(r.Routes) == 0 {
+		// POLICIES gives a rule [DefaultRoute] when it names none; a rule
+		// built in Go with none would guard nothing, silently.
+		errs = append(errs, fmt.Errorf("policy %q: no routes: a rule counts only the requests its routes match", r.Policy.Name))
 	}
 	if most := r.Policy.Capacity(); r.Cost < 0 || r.Cost > most {
 		errs = append(errs, fmt.Errorf("policy %q: cost %d is not from 1 to %d, the most one request can pass", r.Policy.Name, r.Cost, most))

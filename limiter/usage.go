@@ -13,8 +13,9 @@ type Usage struct {
 	// each as many as it cost. For a sliding policy it is the weighted
 	// count, rounded up; for GCRA, the part of the bucket in use.
 	Count int64
-	// Remaining is how many more requests the policy allows now: Limit -
-	// Count, never below zero.
+	// Remaining is how many more requests of cost 1 the policy allows now:
+	// Limit - Count, never below zero; for GCRA, Capacity() - Count, what
+	// is left of the burst.
 	Remaining int64
 	// WindowStart and Reset are the start and end of the current fixed
 	// window: the one the store counts in.

@@ -182,6 +182,9 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 			d.keys[i] = CounterKey(c.Policy, c.Key, limiter.WindowStart(a.Now, c.Policy.Window))
 		}
 	}
+	if err := d.a.Impossible(); err != nil {
+		return nil, fmt.Errorf("dynamodb: %w", err) // before any write
+	}
 	return d, nil
 }
 

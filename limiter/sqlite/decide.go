@@ -27,10 +27,17 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	if err := s.first(ctx); err != nil {
 		return limiter.Outcome{}, err
 	}
+	var o limiter.Outcome
+	var err error
 	if idx := s.shardsOf(a); len(idx) > 1 {
-		return s.allowAcross(ctx, idx, a)
+		o, err = s.allowAcross(ctx, idx, a)
+	} else {
+		o, err = s.shardOf(a.Checks[0].Key).allow(ctx, a)
 	}
-	return s.shardOf(a.Checks[0].Key).allow(ctx, a)
+	if err == nil && o.Refused != nil {
+		return limiter.Outcome{}, fmt.Errorf("sqlite: %w", o.Refused)
+	}
+	return o, err
 }
 
 // decide decides a inside a write transaction, with the statements at
@@ -53,16 +60,22 @@ func decide(ctx context.Context, at func(key string) *statements, a limiter.Atte
 			return limiter.Outcome{}, err
 		}
 		checks[i], states[i] = limiter.Check{Policy: p.With(r.override), Key: c.Key, Cost: c.Cost}, r.State
-		if p.IsGCRA() {
+	}
+	b := a
+	b.Checks = checks
+	if err := b.Impossible(); err != nil {
+		return limiter.Outcome{Refused: err}, nil // nothing written: the batch goes on
+	}
+	for i, c := range checks {
+		if c.Policy.IsGCRA() {
 			continue
 		}
-		err = st.upsert.QueryRowContext(ctx, key, limiter.FormatWindow(start), c.Units(), p.WindowSeconds(), limiter.MaxCount).Scan(&states[i].Cur)
+		start := limiter.WindowStart(a.Now, c.Policy.Window)
+		err := at(c.Key).upsert.QueryRowContext(ctx, c.Policy.StoreKey(c.Key), limiter.FormatWindow(start), c.Units(), c.Policy.WindowSeconds(), limiter.MaxCount).Scan(&states[i].Cur)
 		if err != nil {
 			return limiter.Outcome{}, err
 		}
 	}
-	b := a
-	b.Checks = checks
 	o := b.Outcome(states)
 	for i, d := range o.Decisions {
 		if d.Moved {

@@ -101,6 +101,14 @@ func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
 	if cfg.JournalMode == "" {
 		cfg.JournalMode = limiter.DefaultJournalMode
 	}
+	switch strings.ToUpper(cfg.JournalMode) {
+	case "DELETE", "TRUNCATE", "PERSIST", "WAL":
+		cfg.JournalMode = strings.ToUpper(cfg.JournalMode)
+	default:
+		// Anything else would open, and then fail every decision with
+		// "wrong journal mode".
+		return nil, fmt.Errorf("sqlite: journal mode %q is not DELETE, TRUNCATE, PERSIST or WAL", cfg.JournalMode)
+	}
 	if cfg.BusyTimeout <= 0 {
 		cfg.BusyTimeout = limiter.DefaultBusyTimeout
 	}

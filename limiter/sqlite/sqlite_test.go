@@ -386,7 +386,7 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 // at limiter.MaxCount instead, and denies.
 func TestACountNearAnInt64Saturates(t *testing.T) {
 	s := sqlitetest.Open(t, limiter.StoreConfig{})
-	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
+	p := limiter.Policy{Name: "ping", Limit: limiter.MaxLimit, Window: time.Hour}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	allow := func(cost int64) (limiter.Outcome, error) {
 		return s.Allow(context.Background(), limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k", Cost: cost}}, Now: at})
@@ -407,4 +407,25 @@ func TestACountNearAnInt64Saturates(t *testing.T) {
 	if typ := sqlitetest.QueryString(t, db, `SELECT typeof(count) FROM rate_limit_windows WHERE key = 'k'`); typ != "integer" {
 		t.Errorf("the stored count is a %s", typ)
 	}
+}
+
+// TestOpenRefusesAJournalModeOfNoKind: a journal mode SQLite would take
+// but the store cannot keep (MEMORY, OFF) or none at all used to open, and
+// then fail every decision with "wrong journal mode"; it is refused at
+// Open, with the modes it takes.
+func TestOpenRefusesAJournalModeOfNoKind(t *testing.T) {
+	for _, mode := range []string{"bogus", "MEMORY", "off"} {
+		s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "x.db"), JournalMode: mode})
+		if err == nil {
+			s.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "not DELETE, TRUNCATE, PERSIST or WAL") {
+			t.Errorf("journal mode %q: %v, want refused", mode, err)
+		}
+	}
+	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "x.db"), JournalMode: "truncate"})
+	if err != nil {
+		t.Fatalf("truncate in lower case: %v", err)
+	}
+	s.Close()
 }

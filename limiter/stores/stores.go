@@ -3,7 +3,7 @@
 //
 // Each store registers itself from a file of its own, so that a build can
 // leave one out: `-tags nodynamodb` drops the DynamoDB store and the AWS SDK
-// with it, which keeps a SQLite-only function about 3 MB smaller
+// with it, which keeps a SQLite-only function about 3.8 MB smaller
 // (BENCHMARKS.md, "What the SDK costs").
 package stores
 

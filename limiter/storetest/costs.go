@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -41,9 +42,12 @@ func costs(t *testing.T, h Harness) {
 	if count != 106 || len(audit) != 2 || audit[0].Cost+audit[1].Cost != 100 {
 		t.Errorf("stored count %d, audit %+v; want 106 and two records costing 60 and 40", count, audit)
 	}
-	// A fresh key: a cost beyond the limit is denied outright, and counted.
-	if o := attempt(t, in.Store, weighed(p, "big", 101, t0, "big")); o.Allowed || o.Decisions[0].Count != 101 {
-		t.Errorf("cost 101 of a fresh key: %+v, want denied with count 101", o.Decisions[0])
+	// A cost beyond the limit could never pass: refused, and not counted.
+	if o, err := in.Store.Allow(context.Background(), weighed(p, "big", 101, t0, "big")); !errors.Is(err, limiter.ErrInvalidCost) {
+		t.Errorf("cost 101 of a limit of 100: %+v, %v; want ErrInvalidCost", o, err)
+	}
+	if count, _ := in.Stored(t, p, "big", t0); count != 0 {
+		t.Errorf("a refused cost counted %d", count)
 	}
 	// What holds the next attempt back is its cost: 40 left hold back
 	// another 60, until the window ends.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -169,5 +170,50 @@ func gcraRescale(t *testing.T, h Harness) {
 	}
 	if d := allow(t, other, p, "k", t0, "lowered"); d.Allowed || d.ResetAfter != 6*time.Second {
 		t.Errorf("back at 10 a minute: allowed %v, reset after %v; want denied for one emission, 6s", d.Allowed, d.ResetAfter)
+	}
+}
+
+// loweredOverride: an override that lowers a key's capacity below an
+// attempt's cost makes the attempt one that could never pass: the store
+// refuses it with ErrInvalidCost, counting nothing under any policy. A
+// GCRA policy of a million per 30 days lowered to 1 (T = 30 days) used to
+// multiply the cost by T past an int64: the product wrapped negative, and
+// a blocked key was let through at any rate.
+func loweredOverride(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	tokens := limiter.Policy{Name: "tokens", Limit: 1_000_000, Window: 30 * 24 * time.Hour, Namespace: "tokens", Algorithm: limiter.GCRA}
+	api := limiter.Policy{Name: "api", Limit: 100, Window: time.Minute, Namespace: "api"}
+	daily := limiter.Policy{Name: "daily", Limit: 1000, Window: 24 * time.Hour, Namespace: "daily"}
+	if _, err := in.Store.SetOverride(ctx, tokens, "abuser", limiter.Override{Limit: 1, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Store.SetOverride(ctx, api, "abuser", limiter.Override{Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range []limiter.Attempt{
+		weighed(tokens, "abuser", 3559, t0, "g"),
+		{Checks: []limiter.Check{{Policy: api, Key: "abuser", Cost: 5}, {Policy: daily, Key: "abuser", Cost: 5}}, Now: t0, Route: "POST /check", RequestID: "w"},
+	} {
+		for range 3 {
+			o, err := in.Store.Allow(ctx, a)
+			if !errors.Is(err, limiter.ErrInvalidCost) {
+				t.Fatalf("attempt %d over the lowered capacity: %+v, %v; want ErrInvalidCost", i, o, err)
+			}
+		}
+	}
+	if u, err := in.Store.Usage(ctx, tokens, "abuser", t0); err != nil || u.Remaining != 1 {
+		t.Errorf("the lowered bucket: %+v, %v; want untouched, 1 left", u, err)
+	}
+	for _, p := range []limiter.Policy{api, daily} {
+		if count, audit := in.Stored(t, p, "abuser", t0); count != 0 || len(audit) != 0 {
+			t.Errorf("%s counted %d with %d audit records for refused attempts", p.Name, count, len(audit))
+		}
+	}
+	if d := allow(t, in.Store, tokens, "abuser", t0, "one"); !d.Allowed {
+		t.Errorf("one request under the lowered bucket: %+v, want allowed", d)
+	}
+	if d := allow(t, in.Store, tokens, "abuser", t0, "two"); d.Allowed {
+		t.Errorf("a second one at the same instant: %+v, want denied", d)
 	}
 }
