@@ -92,6 +92,7 @@ func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
 		{[]string{"-check"}, []string{"ADDR=0.0.0.0:99999"}, `ADDR: port "99999" is not from 0 to 65535`},
 		{nil, []string{"ADDR=0.0.0.0:99999"}, `ADDR: port "99999" is not from 0 to 65535`},
 		{[]string{"-check", "extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"-check"}, []string{"JOURNAL_MODE=MEMORY"}, `"MEMORY" is not DELETE, TRUNCATE or PERSIST (nor WAL, which only the local server takes)`},
 		{nil, []string{"ADDR=127.0.0.1:0", "DB_PATH=" + filepath.Join(dir, "typo", "data", "x.db")}, "DB_PATH: create its directory"},
 	} {
 		// A server that starts instead of refusing is stopped, and fails
@@ -108,5 +109,24 @@ func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "typo")); !os.IsNotExist(err) {
 		t.Errorf("a DB_PATH two directories deep into nothing was created: %v", err)
+	}
+}
+
+// TestCheckAdvisesTruncateWithShards: several shards with the default
+// DELETE journal are accepted, with the advice the README gives.
+func TestCheckAdvisesTruncateWithShards(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "local-api")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for journal, advised := range map[string]bool{"": true, "TRUNCATE": false} {
+		cmd := exec.Command(bin, "-check")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "SQLITE_SHARDS=4", "JOURNAL_MODE="+journal, "STORE=", "POLICIES=")
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "advice: with several shards, JOURNAL_MODE=TRUNCATE") != advised {
+			t.Errorf("4 shards, journal %q: %v, advice %v wanted:\n%s", journal, err, advised, out)
+		}
 	}
 }

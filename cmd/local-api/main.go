@@ -104,7 +104,7 @@ func run(log *slog.Logger, cfg config) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	logListening(log, cfg)
+	logListening(log, cfg, ln.Addr())
 	select {
 	case err := <-errc:
 		return err
@@ -148,8 +148,8 @@ func newServer(addr string, h http.Handler) *http.Server {
 
 // logListening says where the server listens and what it limits: the line
 // clients (and the tests) wait for before they connect.
-func logListening(log *slog.Logger, cfg config) {
-	where := []any{"store", cfg.Store.Kind, "db", cfg.Store.Path, "journal_mode", cfg.Store.JournalMode}
+func logListening(log *slog.Logger, cfg config, addr net.Addr) {
+	where := []any{"store", cfg.Store.Kind, "db", cfg.Store.Path, "journal_mode", cfg.Store.JournalMode, "shards", max(cfg.Store.Shards, 1)}
 	if cfg.Store.Kind == limiter.StoreDynamoDB {
 		where = []any{"store", cfg.Store.Kind, "table", cfg.Store.Table, "endpoint", cfg.Store.Endpoint}
 	}
@@ -157,7 +157,7 @@ func logListening(log *slog.Logger, cfg config) {
 	for i, r := range cfg.Rules {
 		policies[i] = describe(r)
 	}
-	log.Info("listening", append([]any{"addr", "http://" + cfg.Addr, "policies", policies}, where...)...)
+	log.Info("listening", append([]any{"addr", "http://" + addr.String(), "policies", policies}, where...)...)
 }
 
 // prune deletes expired windows and old audit rows every interval, as the

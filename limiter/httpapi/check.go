@@ -39,6 +39,7 @@ type checkPolicyBody struct {
 	Name         string `json:"name"`
 	Algorithm    string `json:"algorithm"`
 	Limit        int64  `json:"limit"`
+	Burst        int64  `json:"burst,omitempty"` // GCRA's bucket size
 	Remaining    *int64 `json:"remaining"`
 	ResetSeconds *int64 `json:"reset_seconds"`
 	Denied       bool   `json:"denied"`
@@ -62,6 +63,9 @@ func (a *API) check(req *request) error {
 	}
 	req.key = a2.Checks[0].Key
 	o, err := a.decide(req, checkRoute, a2.Checks)
+	if p := (*Problem)(nil); errors.As(err, &p) {
+		return p
+	}
 	if err != nil {
 		if a.opts.FailMode == limiter.FailOpen {
 			req.decision = "degraded"
@@ -78,7 +82,7 @@ func (a *API) check(req *request) error {
 	for _, d := range o.Decisions {
 		remaining, reset := d.Remaining, int64(d.ResetAfter.Seconds())
 		body.Policies = append(body.Policies, checkPolicyBody{
-			Name: d.Policy.Name, Algorithm: d.Policy.Algorithm.String(), Limit: d.Policy.Limit,
+			Name: d.Policy.Name, Algorithm: d.Policy.Algorithm.String(), Limit: d.Policy.Limit, Burst: burstOf(d.Policy),
 			Remaining: &remaining, ResetSeconds: &reset, Denied: !d.Allowed && !d.Policy.Shadow, Shadow: d.Policy.Shadow,
 		})
 	}

@@ -49,6 +49,7 @@ type checkAnswer struct {
 		Name         string `json:"name"`
 		Algorithm    string `json:"algorithm"`
 		Limit        int64  `json:"limit"`
+		Burst        int64  `json:"burst"`
 		Remaining    *int64 `json:"remaining"`
 		ResetSeconds *int64 `json:"reset_seconds"`
 		Denied       bool   `json:"denied"`
@@ -199,8 +200,8 @@ func TestCheckWithGCRA(t *testing.T) {
 	tokens := limiter.Rule{Policy: limiter.Policy{Name: "tokens", Limit: 60, Window: time.Minute, Namespace: "tokens", Algorithm: limiter.GCRA, Burst: 5}, Routes: []string{"POST /check"}}
 	f := newFixture(t, httpapi.Options{Rules: []limiter.Rule{tokens}})
 	a := readCheck(t, f.post(t, `{"key": "k", "cost": 5}`))
-	if !a.Allowed || *a.Policies[0].Remaining != 0 || a.Policies[0].Algorithm != "gcra" {
-		t.Fatalf("the whole burst: %+v", a)
+	if !a.Allowed || *a.Policies[0].Remaining != 0 || a.Policies[0].Algorithm != "gcra" || a.Policies[0].Burst != 5 {
+		t.Fatalf("the whole burst: %+v, want allowed, nothing left of a burst of 5", a)
 	}
 	w := f.post(t, `{"key": "k"}`)
 	if a := readCheck(t, w); a.Allowed || a.RetryAfter != 1 {

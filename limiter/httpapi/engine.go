@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -24,8 +25,10 @@ type engine struct {
 }
 
 // rule is a limiter.Rule ready to match requests: one of its routes
-// matches a request as an http.ServeMux with those patterns would route it
-// (a request it would redirect to a matching canonical path counts too).
+// matches a request as an http.ServeMux with those patterns would route it.
+// A request it would redirect (to a cleaned path, or a subtree's trailing
+// slash) is not the route yet: the middleware redirects it as ServeMux
+// would, and counts the request that follows.
 type rule struct {
 	limiter.Rule
 	mux  *http.ServeMux // the rule's routes, each a pattern of its own
@@ -116,6 +119,9 @@ func newEngine(opts Options) (*engine, error) {
 	}
 	e := &engine{opts: opts}
 	errs := []error{limiter.ValidateRules(opts.Rules), opts.FailMode.Validate()}
+	if len(opts.Rules) == 0 {
+		errs = append(errs, errors.New("no rules: nothing would be counted"))
+	}
 	names := map[string]bool{}
 	for _, r := range opts.Rules {
 		mux, err := compileRoutes(r.Routes)
@@ -125,14 +131,25 @@ func newEngine(opts Options) (*engine, error) {
 		names[r.Policy.Name] = true
 		e.rules = append(e.rules, &rule{Rule: r, mux: mux, key: opts.Keys[r.Policy.Name], cost: opts.Costs[r.Policy.Name]})
 	}
-	for name := range opts.Keys {
-		if !names[name] {
+	for name, f := range opts.Keys {
+		switch {
+		case !names[name]:
 			errs = append(errs, fmt.Errorf("Keys names no policy: %q", name))
+		case f == nil:
+			errs = append(errs, fmt.Errorf("Keys[%q] is nil", name))
 		}
 	}
-	for name := range opts.Costs {
-		if !names[name] {
+	for name, f := range opts.Costs {
+		switch {
+		case !names[name]:
 			errs = append(errs, fmt.Errorf("Costs names no policy: %q", name))
+		case f == nil:
+			errs = append(errs, fmt.Errorf("Costs[%q] is nil", name))
+		}
+	}
+	for _, r := range opts.Rules {
+		if _, ok := opts.Costs[r.Policy.Name]; ok && r.Cost != 0 {
+			errs = append(errs, fmt.Errorf("policy %q has both a Cost and a CostFunc: say which", r.Policy.Name))
 		}
 	}
 	return e, errors.Join(errs...)
@@ -142,17 +159,48 @@ func newEngine(opts Options) (*engine, error) {
 // the first one's matching pattern, which names the route in audit records
 // and metrics (a pattern, not the path: a bounded set of values).
 func (e *engine) matching(r *http.Request) ([]*rule, string) {
+	rules, first, _ := e.routing(r)
+	return rules, first
+}
+
+// routing is matching, and the redirect ServeMux would answer r with for
+// some rule's route, if any: a handler behind the middleware that is not
+// a ServeMux might serve "//orders" as "/orders", uncounted. Hosts are
+// matched as DNS names are, without case or a trailing dot.
+func (e *engine) routing(r *http.Request) ([]*rule, string, http.Handler) {
+	if host := canonicalHost(r.Host); host != r.Host {
+		probe := *r
+		probe.Host = host
+		r = &probe
+	}
 	var out []*rule
 	var first string
+	var redirect http.Handler
 	for _, rl := range e.rules {
-		if h, pattern := rl.mux.Handler(r); h == (matched{}) {
+		switch h, pattern := rl.mux.Handler(r); {
+		case h == (matched{}):
 			out = append(out, rl)
 			if first == "" {
 				first = pattern
 			}
+		case pattern != "" && redirect == nil:
+			redirect = h
 		}
 	}
-	return out, first
+	return out, first, redirect
+}
+
+// canonicalHost is host in lower case, without a trailing dot.
+func canonicalHost(host string) string {
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name, port = host, ""
+	}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if port != "" {
+		return net.JoinHostPort(name, port)
+	}
+	return name
 }
 
 // checks are what req is counted under, by rules: each rule's key and
@@ -181,9 +229,15 @@ func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
 	// decision, which fails alike, or applies the override itself.
 	err := limiter.ValidateCosts(req.r.Context(), e.opts.Store, checks)
 	if errors.Is(err, limiter.ErrInvalidCost) {
-		return nil, problem(http.StatusBadRequest, TypeInvalidRequest, "The request's "+strings.TrimPrefix(err.Error(), limiter.ErrInvalidCost.Error()+": ")+".")
+		return nil, costProblem(err)
 	}
 	return checks, nil
+}
+
+// costProblem is the 400 answer to a cost that could never pass.
+func costProblem(err error) *Problem {
+	_, why, _ := strings.Cut(err.Error(), limiter.ErrInvalidCost.Error()+": ")
+	return problem(http.StatusBadRequest, TypeInvalidRequest, "The request's cost "+why+".")
 }
 
 // keyOf finds the rule's key in req: by its KeyFunc, or its KeySource.
@@ -235,6 +289,11 @@ func (e *engine) decide(req *request, route string, checks []limiter.Check) (lim
 	began := time.Now()
 	o, err := e.opts.Store.Allow(req.r.Context(), limiter.Attempt{Checks: checks, Now: req.now, Route: route, RequestID: req.caller.RequestID})
 	latency := time.Since(began)
+	if errors.Is(err, limiter.ErrInvalidCost) {
+		// The key's override, read in the decision's transaction, leaves
+		// the cost no way through: refused, nothing counted.
+		return o, costProblem(err)
+	}
 	if err != nil {
 		req.err = err
 		if e.opts.Metrics != nil && !req.cancelled() {

@@ -83,6 +83,11 @@ func TestMiddlewareRefusesWhatWouldMiscount(t *testing.T) {
 		"a bogus fail mode":   {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}}}, FailMode: "bogus"}, `fail mode "bogus" is not closed or open`},
 		"a cost over limit":   {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}, Cost: 1000}}}, "cost 1000 is not from 1 to 3"},
 		"a bad window":        {httpapi.Options{Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "a", Limit: 1}, Routes: []string{"/a"}}}}, `policy "a": window`},
+		"no routes":           {httpapi.Options{Rules: []limiter.Rule{{Policy: a}}}, `policy "a": no routes`},
+		"no rules":            {httpapi.Options{}, "no rules: nothing would be counted"},
+		"a nil key function":  {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}}}, Keys: map[string]httpapi.KeyFunc{"a": nil}}, `Keys["a"] is nil`},
+		"a cost both ways": {httpapi.Options{Rules: []limiter.Rule{{Policy: a, Routes: []string{"/a"}, Cost: 2}},
+			Costs: map[string]httpapi.CostFunc{"a": func(*http.Request) (int64, error) { return 1, nil }}}, `policy "a" has both a Cost and a CostFunc`},
 	} {
 		tc.opts.Store = store
 		_, err := httpapi.Middleware(tc.opts)
@@ -107,11 +112,14 @@ func TestACostThatCouldNeverPassIsRefusedUncounted(t *testing.T) {
 		Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "upload", Limit: 10, Window: time.Minute, Namespace: "upload"}, Routes: []string{"POST /upload"}}},
 		Costs: map[string]httpapi.CostFunc{"upload": size},
 	}, ok)
-	for _, n := range []int64{11, math.MaxInt64} {
+	for n, want := range map[int64]string{
+		11:            `The request's cost 11 is more than policy "upload" can ever let through at once, 10.`,
+		math.MaxInt64: `The request's cost 9223372036854775807 is not from 1 to 999999999999999.`,
+	} {
 		w := g.do(t, "POST", "/upload", "X-Client-Key", "x", "X-Size", strconv.FormatInt(n, 10))
 		p := wantProblem(t, w, 400, httpapi.TypeInvalidRequest, "/upload")
-		if d := p["detail"].(string); !strings.Contains(d, `more than policy "upload" can ever let through at once, 10`) {
-			t.Errorf("cost %d: %q", n, d)
+		if d := p["detail"].(string); d != want {
+			t.Errorf("cost %d: %q, want %q", n, d, want)
 		}
 	}
 	for i, want := range []int{200, 200, 429} {
@@ -251,20 +259,42 @@ func TestStreamingAndUpgradesPassThrough(t *testing.T) {
 
 // TestOnlyTheRouteItselfIsCounted: a request ServeMux would redirect (to
 // a subtree's trailing slash, or to a cleaned path) is not yet the route:
-// it passes uncounted, and only the request it is redirected to counts.
+// the middleware redirects it as ServeMux would, uncounted, whatever the
+// handler behind it, and only the request it is redirected to counts. A
+// handler that is not a ServeMux would otherwise serve "//orders" as
+// "/orders" without its limit; and a host differs from a rule's only in
+// case or a trailing dot is the rule's host.
 func TestOnlyTheRouteItselfIsCounted(t *testing.T) {
 	store := sqlitetest.Open(t, limiter.StoreConfig{})
-	mux := http.NewServeMux()
-	mux.Handle("/api/", ok)
+	served := 0
+	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ })
 	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Minute}
-	g := newGuard(t, httpapi.Options{Store: store, Rules: []limiter.Rule{{Policy: p, Routes: []string{"/api/"}}}}, mux)
-	for _, target := range []string{"/api", "/api//x", "/api/./x"} {
-		if w := g.do(t, "GET", target, "X-Client-Key", "k"); w.Code/100 != 3 || w.Header().Get("RateLimit") != "" {
-			t.Errorf("GET %s: %d %v, want ServeMux's redirect, uncounted", target, w.Code, w.Header())
+	orders := limiter.Policy{Name: "orders", Limit: 2, Window: time.Minute, Namespace: "orders"}
+	g := newGuard(t, httpapi.Options{Store: store, Rules: []limiter.Rule{
+		{Policy: p, Routes: []string{"/api/"}},
+		{Policy: orders, Routes: []string{"POST /orders", "POST api.example.com/v2/orders"}},
+	}}, plain)
+	for _, target := range []string{"/api", "/api//x", "/api/./x", "//orders", "/x/../orders", "/./orders"} {
+		method := map[bool]string{true: "POST", false: "GET"}[strings.HasSuffix(target, "orders")]
+		if w := g.do(t, method, target, "X-Client-Key", "k"); w.Code/100 != 3 || w.Header().Get("RateLimit") != "" {
+			t.Errorf("%s %s: %d %v, want ServeMux's redirect, uncounted", method, target, w.Code, w.Header())
 		}
+	}
+	if served != 0 {
+		t.Errorf("the handler behind served %d requests its rules never counted", served)
 	}
 	if w := g.do(t, "GET", "/api/x", "X-Client-Key", "k"); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "9" {
 		t.Errorf("GET /api/x: %d, remaining %q; want 200 and the first count", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	for i, host := range []string{"API.example.com", "api.example.com.", "Api.Example.Com:443"} {
+		r := httptest.NewRequest("POST", "/v2/orders", nil)
+		r.Host = host
+		r.Header.Set("X-Client-Key", "h")
+		w := httptest.NewRecorder()
+		g.h.ServeHTTP(w, r)
+		if want := []int{200, 200, 429}[i]; w.Code != want {
+			t.Errorf("POST %s/v2/orders: %d, want %d: counted under orders", host, w.Code, want)
+		}
 	}
 }
 

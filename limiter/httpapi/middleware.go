@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -22,8 +23,12 @@ import (
 // A panic of the handler is not the middleware's: it logs the line and
 // lets the panic go on, to your recovery or net/http's.
 //
-// It fails for what New would panic for: an invalid policy, a route
-// pattern http.ServeMux refuses, a key or cost function for no policy.
+// It fails for what New would panic for, with every problem in one error:
+// no store, no rules, a rule with no routes, an invalid policy, policies
+// that would share counters (limiter.ValidateRules), a key source or fail
+// mode of no kind, a constant cost no request could pass, a route pattern
+// http.ServeMux refuses, a key or cost function that is nil or for no
+// policy, a policy with both a Cost and a CostFunc.
 func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	e, err := newEngine(opts)
 	if err != nil {
@@ -39,8 +44,14 @@ type guarded struct {
 }
 
 func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rules, route := g.matching(r)
-	if len(rules) == 0 {
+	rules, route, redirect := g.routing(r)
+	switch {
+	case redirect != nil:
+		// Not the route yet: redirected as ServeMux would, whatever the
+		// handler behind, and counted once it arrives.
+		redirect.ServeHTTP(w, r)
+		return
+	case len(rules) == 0:
 		g.next.ServeHTTP(w, r)
 		return
 	}
@@ -57,7 +68,11 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, err := g.decide(req, route, checks)
+	var p *Problem
 	switch {
+	case errors.As(err, &p):
+		req.fail(p)
+		return
 	case err != nil && g.opts.FailMode == limiter.FailOpen && !req.cancelled():
 		req.decision = "degraded"
 		req.pass(g.next, r)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -14,6 +15,9 @@ type usageBody struct {
 	Remaining    int64  `json:"remaining"`
 	WindowStart  string `json:"window_start"`
 	ResetSeconds int64  `json:"reset_seconds"`
+	// Burst is a GCRA policy's bucket size, what remaining counts down
+	// from (count + remaining = burst); the windows have none.
+	Burst int64 `json:"burst,omitempty"`
 }
 
 func newUsageBody(u limiter.Usage) usageBody {
@@ -24,7 +28,16 @@ func newUsageBody(u limiter.Usage) usageBody {
 		Remaining:    u.Remaining,
 		WindowStart:  limiter.FormatWindow(u.WindowStart),
 		ResetSeconds: int64(u.ResetAfter.Seconds()),
+		Burst:        burstOf(u.Policy),
 	}
+}
+
+// burstOf is p's bucket size for GCRA, zero (left out) for the windows.
+func burstOf(p limiter.Policy) int64 {
+	if p.IsGCRA() {
+		return p.Capacity()
+	}
+	return 0
 }
 
 // degradedBody is the /ping body when the store failed and FAIL_MODE=open
@@ -81,6 +94,9 @@ func (a *API) ping(req *request) error {
 		return req.ok(uncountedBody{})
 	}
 	o, err := a.decide(req, pingRoute, checks)
+	if p := (*Problem)(nil); errors.As(err, &p) {
+		return p
+	}
 	if err != nil {
 		if a.opts.FailMode == limiter.FailOpen {
 			req.decision = "degraded"
