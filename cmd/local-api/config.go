@@ -33,6 +33,21 @@ type config struct {
 	Admin bool
 }
 
+// listenable reports whether host could be listened on: empty (every
+// address), an IP address, or a host name (letters, digits, '-' and '.',
+// not all digits and dots, which would be a malformed address).
+func listenable(host string) bool {
+	if host == "" || net.ParseIP(host) != nil {
+		return true
+	}
+	name, digits := true, true
+	for _, r := range host {
+		name = name && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.')
+		digits = digits && (r >= '0' && r <= '9' || r == '.')
+	}
+	return name && !digits
+}
+
 // readConfig reads the configuration as the functions do, with what is
 // different on one machine: DB_PATH defaults to defaultDBPath, METRICS to
 // off (stdout is for people here), and JOURNAL_MODE may be WAL, whose
@@ -67,10 +82,12 @@ func readConfig(getenv func(string) string) (config, error) {
 		}
 	}
 	if v := getenv("ADDR"); v != "" {
-		if _, port, err := net.SplitHostPort(v); err != nil {
+		if host, port, err := net.SplitHostPort(v); err != nil {
 			problems = append(problems, fmt.Errorf("ADDR: %q is not host:port, e.g. 127.0.0.1:3000", v))
 		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 			problems = append(problems, fmt.Errorf("ADDR: port %q is not from 0 to 65535", port))
+		} else if !listenable(host) {
+			problems = append(problems, fmt.Errorf("ADDR: host %q is not an IP address or a host name", host))
 		}
 		c.Addr = v
 	}

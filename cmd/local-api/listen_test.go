@@ -92,6 +92,9 @@ func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
 		{[]string{"-check"}, []string{"ADDR=0.0.0.0:99999"}, `ADDR: port "99999" is not from 0 to 65535`},
 		{nil, []string{"ADDR=0.0.0.0:99999"}, `ADDR: port "99999" is not from 0 to 65535`},
 		{[]string{"-check", "extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"-check"}, []string{"ADDR= 127.0.0.1:3000"}, `ADDR: host " 127.0.0.1" is not an IP address or a host name`},
+		{[]string{"-check"}, []string{"ADDR=999.1.1.1:80"}, `ADDR: host "999.1.1.1" is not an IP address or a host name`},
+		{nil, []string{"ADDR=127.0.0.1:0", "DB_PATH=" + filepath.Join(bin, "x.db")}, "is a file, not a directory"},
 		{[]string{"-check"}, []string{"JOURNAL_MODE=MEMORY"}, `"MEMORY" is not DELETE, TRUNCATE or PERSIST (nor WAL, which only the local server takes)`},
 		{nil, []string{"ADDR=127.0.0.1:0", "DB_PATH=" + filepath.Join(dir, "typo", "data", "x.db")}, "DB_PATH: create its directory"},
 	} {

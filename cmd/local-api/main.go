@@ -76,6 +76,10 @@ func run(log *slog.Logger, cfg config) error {
 			log.Info("created the database directory", "dir", dir)
 		case !errors.Is(err, fs.ErrExist):
 			return fmt.Errorf("DB_PATH: create its directory: %w", err)
+		default:
+			if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+				return fmt.Errorf("DB_PATH: %s is a file, not a directory", dir)
+			}
 		}
 	}
 

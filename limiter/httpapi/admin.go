@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path"
@@ -134,8 +135,8 @@ func overrideOf(t adminTarget, o limiter.Override) overrideBody {
 
 func (a *API) putOverride(req *request, t adminTarget) error {
 	var in struct {
-		Limit *int64 `json:"limit"`
-		Burst *int64 `json:"burst"`
+		Limit json.RawMessage `json:"limit"`
+		Burst json.RawMessage `json:"burst"`
 	}
 	if err := readJSON(req, &in, badAdmin, `{"limit": 1000}`); err != nil {
 		return err
@@ -143,11 +144,15 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 	if in.Limit == nil {
 		return badAdmin(`"limit" is required`)
 	}
-	o := limiter.Override{Limit: *in.Limit}
+	// Whole numbers in any form JSON writes them, as /check's cost.
+	var o limiter.Override
+	var ok bool
+	if o.Limit, ok = wholeNumber(in.Limit); !ok {
+		return badAdmin(fmt.Sprintf(`"limit" must be a whole number, not %s`, truncate(string(in.Limit), 40)))
+	}
 	if in.Burst != nil {
-		o.Burst = *in.Burst
-		if o.Burst < 1 {
-			return badAdmin(fmt.Sprintf(`"burst" %d is below 1`, o.Burst))
+		if o.Burst, ok = wholeNumber(in.Burst); !ok || o.Burst < 1 {
+			return badAdmin(fmt.Sprintf(`"burst" must be a whole number of at least 1, not %s`, truncate(string(in.Burst), 40)))
 		}
 	}
 	if err := o.Validate(t.policy); err != nil {

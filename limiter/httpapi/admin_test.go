@@ -205,6 +205,10 @@ func TestAdminRefusesWhatWouldNotApply(t *testing.T) {
 	if w := f.send(t, "PUT", "/admin/overrides/orders/bob", `{"limit": 5}`); w.Code != 200 {
 		t.Errorf("an override of one request's cost: %d %s", w.Code, w.Body)
 	}
+	// A whole number in any form JSON writes one, as /check's cost.
+	if w := f.send(t, "PUT", "/admin/overrides/orders/bob", `{"limit": 1e1}`); w.Code != 200 || decode(t, w)["limit"] != float64(10) {
+		t.Errorf("a limit of 1e1: %d %s, want 10", w.Code, w.Body)
+	}
 }
 
 // TestAnOverrideReachesTheRejectCacheAtOnce: a key denied from memory
