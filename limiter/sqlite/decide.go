@@ -42,62 +42,124 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 
 // decide decides a inside a write transaction, with the statements at
 // gives for each client key (its shard's): for each check, one read of the
-// key's override, previous window and GCRA bucket, and for a window one
-// upsert that returns its count with this attempt's cost; then the
-// policies decide, a GCRA bucket that moved is written back, and an allowed
-// attempt's audit record is inserted in its first check's shard. Several
-// attempts decided one after another in one transaction each see the
-// counts of those before.
+// key's override and, for a sliding window, its previous window's count
+// or, for GCRA, its bucket; and for a window one upsert that returns its
+// count with this attempt's cost; then the policies decide, a GCRA bucket
+// that moved is written back, and an allowed attempt's audit record is
+// inserted in its first check's shard. Several attempts decided one after
+// another in one transaction each see the counts of those before.
+//
+// The statements run with ctx's values but not its cancellation (ctx is
+// checked before each instead): inside the transaction, which holds the
+// write lock, none waits for a lock, and a context that can end costs
+// each statement a goroutine in the driver to interrupt what takes
+// microseconds. The transaction itself is begun with ctx, and rolled back
+// when ctx ends.
 func decide(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Outcome, error) {
-	checks := make([]limiter.Check, len(a.Checks))
-	states := make([]limiter.State, len(a.Checks))
-	for i, c := range a.Checks {
-		p, key := c.Policy, c.Policy.StoreKey(c.Key)
-		st := at(c.Key)
-		start := limiter.WindowStart(a.Now, p.Window)
-		r, err := readState(ctx, st, p, key, start)
-		if err != nil {
-			return limiter.Outcome{}, err
-		}
-		checks[i], states[i] = limiter.Check{Policy: p.With(r.override), Key: c.Key, Cost: c.Cost}, r.State
+	sctx := context.WithoutCancel(ctx)
+	b, states, err := readChecks(ctx, sctx, at, a)
+	if err != nil {
+		return limiter.Outcome{}, err
 	}
-	b := a
-	b.Checks = checks
 	if err := b.Impossible(); err != nil {
 		return limiter.Outcome{Refused: err}, nil // nothing written: the batch goes on
 	}
-	for i, c := range checks {
+	for i, c := range b.Checks {
 		if c.Policy.IsGCRA() {
 			continue
 		}
-		start := limiter.WindowStart(a.Now, c.Policy.Window)
-		err := at(c.Key).upsert.QueryRowContext(ctx, c.Policy.StoreKey(c.Key), limiter.FormatWindow(start), c.Units(), c.Policy.WindowSeconds(), limiter.MaxCount).Scan(&states[i].Cur)
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return limiter.Outcome{}, err
+		}
+		start := limiter.WindowStart(a.Now, c.Policy.Window)
+		err := at(c.Key).upsert.QueryRowContext(sctx, c.Policy.StoreKey(c.Key), limiter.FormatWindow(start), c.Units(), c.Policy.WindowSeconds(), limiter.MaxCount).Scan(&states[i].Cur)
+		if err != nil {
+			return limiter.Outcome{}, ended(ctx, err)
 		}
 	}
 	o := b.Outcome(states)
 	for i, d := range o.Decisions {
-		if d.Moved {
-			if _, err := at(d.Key).tat.ExecContext(ctx, checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano(), int64(d.Policy.Emission())); err != nil {
-				return limiter.Outcome{}, err
-			}
+		if !d.Moved {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return limiter.Outcome{}, err
+		}
+		if _, err := at(d.Key).tat.ExecContext(sctx, b.Checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano(), int64(d.Policy.Emission())); err != nil {
+			return limiter.Outcome{}, ended(ctx, err)
 		}
 	}
 	if !o.Allowed {
 		return o, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return limiter.Outcome{}, err
+	}
 	first := a.Checks[0]
-	_, err := at(first.Key).audit.ExecContext(ctx, first.Key,
+	_, err = at(first.Key).audit.ExecContext(sctx, first.Key,
 		limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
 		a.Now.UTC().Format(limiter.CalledAtLayout), a.Route, a.RequestID, first.Units())
-	return o, err
+	return o, ended(ctx, err)
+}
+
+// readChecks reads, on sctx, what each of a's checks needs to be decided
+// (see decide), and returns a with its checks' policies as their keys'
+// overrides make them, and the states read.
+func readChecks(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []limiter.State, error) {
+	checks := make([]limiter.Check, len(a.Checks))
+	states := make([]limiter.State, len(a.Checks))
+	for i, c := range a.Checks {
+		if err := ctx.Err(); err != nil {
+			return a, nil, err
+		}
+		p, key := c.Policy, c.Policy.StoreKey(c.Key)
+		read := readWindow
+		if p.IsGCRA() {
+			read = readState
+		}
+		r, err := read(sctx, at(c.Key), p, key, limiter.WindowStart(a.Now, p.Window))
+		if err != nil {
+			return a, nil, ended(ctx, err)
+		}
+		checks[i], states[i] = limiter.Check{Policy: p.With(r.override), Key: c.Key, Cost: c.Cost}, r.State
+	}
+	a.Checks = checks
+	return a, states, nil
+}
+
+// ended is err, or ctx's error when ctx ended while the statement ran: the
+// transaction was rolled back under it, and the error says so only
+// indirectly.
+func ended(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // stored is what stateSQL read of one store key.
 type stored struct {
 	limiter.State
 	override *limiter.Override
+}
+
+// readWindow reads what a decision under the window policy p needs of key
+// before its count: its override and, if p slides, its count in the window
+// before start.
+func readWindow(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (stored, error) {
+	var prevStart any // NULL: no row
+	if p.IsSliding() {
+		prevStart = limiter.FormatWindow(start.Add(-p.Window))
+	}
+	var prev, limit, burst sql.NullInt64
+	if err := st.window.QueryRowContext(ctx, key, prevStart).Scan(&prev, &limit, &burst); err != nil {
+		return stored{}, err
+	}
+	r := stored{State: limiter.State{Prev: prev.Int64}}
+	if limit.Valid {
+		r.override = &limiter.Override{Limit: limit.Int64, Burst: burst.Int64}
+	}
+	return r, nil
 }
 
 // readState reads key's override, its count in the window before start
