@@ -7,6 +7,9 @@
 #
 # ENVOY_RL is envoy ratelimit's service binary, built apart (its source is
 # not part of this project); LOCAL_API is `go build -o ... ./cmd/local-api`.
+# LOCAL_API_BEFORE, if set, is another build of it (an earlier commit's),
+# run in each round beside LOCAL_API, so that a change is measured against
+# what it changes in the same run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -24,14 +27,14 @@ env -i PATH="$PATH" HOST=127.0.0.1 PORT=8090 GRPC_HOST=127.0.0.1 GRPC_PORT=8091 
 ENVOY=$!
 sleep 2
 curl -s -XPOST -d '{"domain":"bench","descriptors":[{"entries":[{"key":"client","value":"k0001"}]}]}' http://127.0.0.1:8090/json; echo
-local() { # mode
+local() { # mode binary
   rm -rf "$work/db-$1" && mkdir -p "$work/db-$1"
   # Its log line per request goes to /dev/null: at 10,000 a second,
   # writing them to a terminal would measure the terminal.
-  env -i PATH="$PATH" ADDR=127.0.0.1:3100 DB_PATH="$work/db-$1/ratelimit.db" JOURNAL_MODE=$1 RATE_LIMIT=1000000000 WINDOW_SECONDS=3600 "$LOCAL_API" > /dev/null 2>&1 &
+  env -i PATH="$PATH" ADDR=127.0.0.1:3100 DB_PATH="$work/db-$1/ratelimit.db" JOURNAL_MODE=$1 RATE_LIMIT=1000000000 WINDOW_SECONDS=3600 "$2" > /dev/null 2>&1 &
   API=$!
   sleep 1
-  echo "== local-api $1"
+  echo "== local-api $1 ($2)"
   wrk -t2 -c32 -d$D --latency -s ping.lua http://127.0.0.1:3100 | tee wrk-$1.txt | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
   sleep 1
   kill $API; wait $API 2>/dev/null
@@ -49,8 +52,10 @@ PY
 for round in 1 2; do
   echo "== envoy ratelimit + redis, round $round"
   wrk -t2 -c32 -d$D --latency -s envoy.lua http://127.0.0.1:8090 | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
-  local WAL
-  local DELETE
+  for mode in WAL DELETE; do
+    if [ -n "${LOCAL_API_BEFORE:-}" ]; then local $mode "$LOCAL_API_BEFORE"; fi
+    local $mode "$LOCAL_API"
+  done
 done
 kill $ENVOY $REDIS; wait 2>/dev/null
 echo "== done"
