@@ -149,7 +149,7 @@ func (r ruleJSON) rule(defaultKey KeySource) (Rule, []error) {
 	case err != nil:
 		bad("window: %v", err)
 	case w < time.Second || w > MaxWindow || w%time.Second != 0:
-		bad("window %q is not whole seconds from 1s to 30d", r.Window)
+		bad("window %q: must be whole seconds from 1s to 30d", r.Window)
 	default:
 		p.Window = w
 	}
