@@ -77,12 +77,20 @@ func (sh *shard) prune(ctx context.Context, now, auditBefore time.Time) (limiter
 
 // pruneBuckets deletes drained GCRA buckets, PruneBatch per transaction.
 func (sh *shard) pruneBuckets(ctx context.Context, now time.Time) (int64, error) {
+	return sh.deleteBatches(ctx, "prune buckets", pruneBucketsBatchSQL, now.UnixNano())
+}
+
+// deleteBatches runs query, a DELETE of at most PruneBatch rows (its last
+// parameter, after arg), one write transaction at a time, yielding between
+// them, until a batch deletes fewer than PruneBatch, and returns how many
+// rows it deleted.
+func (sh *shard) deleteBatches(ctx context.Context, op, query string, arg any) (int64, error) {
 	var deleted int64
 	for {
 		var n int64
 		began := time.Now()
-		err := sh.write(ctx, "prune buckets", func(tx *sql.Tx, _ *handle) error {
-			res, err := tx.ExecContext(ctx, pruneBucketsBatchSQL, now.UnixNano(), PruneBatch)
+		err := sh.write(ctx, op, func(tx *sql.Tx, _ *handle) error {
+			res, err := tx.ExecContext(ctx, query, arg, PruneBatch)
 			if err == nil {
 				n, err = res.RowsAffected()
 			}
@@ -93,7 +101,7 @@ func (sh *shard) pruneBuckets(ctx context.Context, now time.Time) (int64, error)
 			return deleted, err
 		}
 		if err := yield(ctx, time.Since(began)); err != nil {
-			return deleted, sh.wrap("prune buckets", err)
+			return deleted, sh.wrap(op, err)
 		}
 	}
 }
@@ -160,23 +168,5 @@ func (sh *shard) pruneAudit(ctx context.Context, before time.Time) (int64, error
 	if err != nil {
 		return 0, err
 	}
-	var deleted int64
-	for {
-		var n int64
-		began := time.Now()
-		err := sh.write(ctx, "prune audit", func(tx *sql.Tx, _ *handle) error {
-			res, err := tx.ExecContext(ctx, pruneAuditBatchSQL, boundary, PruneBatch)
-			if err == nil {
-				n, err = res.RowsAffected()
-			}
-			return err
-		})
-		deleted += n
-		if err != nil || n < PruneBatch {
-			return deleted, err
-		}
-		if err := yield(ctx, time.Since(began)); err != nil {
-			return deleted, sh.wrap("prune audit", err)
-		}
-	}
+	return sh.deleteBatches(ctx, "prune audit", pruneAuditBatchSQL, boundary)
 }
