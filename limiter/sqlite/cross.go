@@ -161,43 +161,25 @@ func txAcross(ctx context.Context, shards []*shard, hs []*handle, start time.Tim
 		detach(conn, lo, hs[0], shards[1:])
 		return err
 	}
-	defer detach(conn, lo, hs[0], shards[1:])
-	if err := lo.giveWay(ctx); err != nil {
-		return err
-	}
-	began := time.Now()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op; before the detach
-	if err := lo.checkJournalMode(ctx, tx, hs[0]); err != nil {
-		return err
-	}
-	sts := make(map[int]*statements, len(shards))
-	for i, sh := range shards {
-		st := &statements{}
-		schema := "main"
-		if i > 0 {
-			schema = schemaOf(sh)
+	defer detach(conn, lo, hs[0], shards[1:]) // after txOn's rollback
+	return lo.txOn(ctx, conn, hs[0], start, func(tx *sql.Tx) error {
+		sts := make(map[int]*statements, len(shards))
+		for i, sh := range shards {
+			st := &statements{}
+			schema := "main"
+			if i > 0 {
+				schema = schemaOf(sh)
+			}
+			if err := st.prepare(ctx, tx, schema); err != nil {
+				return err
+			}
+			sts[sh.index] = st
 		}
-		if err := st.prepare(ctx, tx, schema); err != nil {
+		if err := fn(func(key string) *statements { return sts[shardIndex(key, lo.count)] }); err != nil {
 			return err
 		}
-		sts[sh.index] = st
-	}
-	at := func(key string) *statements { return sts[shardIndex(key, lo.count)] }
-	if err := fn(at); err != nil {
-		return err
-	}
-	if err := beforeCommit(lo.path); err != nil {
-		return err
-	}
-	if err := lo.commit(ctx, conn, tx, hs[0], start); err != nil {
-		return err
-	}
-	lo.wait.observe(time.Since(began))
-	return nil
+		return beforeCommit(lo.path)
+	})
 }
 
 // schemaOf is the name sh's file is attached under.

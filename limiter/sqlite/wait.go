@@ -313,31 +313,42 @@ func (sh *shard) write(ctx context.Context, op string, fn func(*sql.Tx, *handle)
 			return err
 		}
 		defer conn.Close()
-		if err := sh.giveWay(ctx); err != nil {
+		if err := sh.txOn(ctx, conn, h, start, func(tx *sql.Tx) error { return fn(tx, h) }); err != nil {
 			return err
 		}
-		began := time.Now()
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback() // after Commit, a no-op
-		if err := sh.checkJournalMode(ctx, tx, h); err != nil {
-			return err
-		}
-		if err := fn(tx, h); err != nil {
-			return err
-		}
-		if err := sh.commit(ctx, conn, tx, h, start); err != nil {
-			return err
-		}
-		sh.wait.observe(time.Since(began))
 		if h.probe != nil && h.probe.othersWaiting() {
 			sh.wait.yields.Add(1)
 			sh.wait.courtesy.Store(time.Now().Add(sh.wait.holdTime() / 4).UnixNano())
 		}
 		return nil
 	})
+}
+
+// txOn runs fn in an immediate transaction on conn, a connection of h's
+// pool, after this process's courtesy pause, and commits it within the
+// budget that began at start, the journal mode checked first when h asks
+// for it. The transaction is rolled back when fn or the commit fails.
+func (sh *shard) txOn(ctx context.Context, conn *sql.Conn, h *handle, start time.Time, fn func(*sql.Tx) error) error {
+	if err := sh.giveWay(ctx); err != nil {
+		return err
+	}
+	began := time.Now()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := sh.checkJournalMode(ctx, tx, h); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := sh.commit(ctx, conn, tx, h, start); err != nil {
+		return err
+	}
+	sh.wait.observe(time.Since(began))
+	return nil
 }
 
 // checkJournalMode reads the journal mode back in tx when h asks for it,
