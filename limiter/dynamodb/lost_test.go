@@ -20,6 +20,16 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// openBehindProxy opens a store on a new table of moto's, reached through
+// a proxy that can lose or fail its calls; endpoint and table are moto's
+// and the table's, to read the items directly.
+func openBehindProxy(t *testing.T) (endpoint, table string, proxy *dynamotest.Proxy, s *dynamodb.Store) {
+	endpoint = dynamotest.Endpoint(t)
+	table = dynamotest.CreateTable(t, endpoint)
+	proxy = dynamotest.NewProxy(t, endpoint)
+	return endpoint, table, proxy, open(t, proxy.URL, table)
+}
+
 // stored reads key's count under p in the window of at, and its audit
 // records, straight from the table.
 func stored(t *testing.T, endpoint, table string, p limiter.Policy, key string, at time.Time) (count, audit int64) {
@@ -66,10 +76,7 @@ func checkTokens(t *testing.T, calls []dynamotest.Call) {
 // audit record. The denial used to be an UpdateItem, which has no token:
 // its repeat added again.
 func TestALostAnswerIsAppliedOnce(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
-	table := dynamotest.CreateTable(t, endpoint)
-	proxy := dynamotest.NewProxy(t, endpoint)
-	s := open(t, proxy.URL, table)
+	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
 	for i, want := range []bool{true, false} {
 		proxy.Lose("TransactWriteItems", 1)
@@ -102,10 +109,7 @@ func TestALostAnswerIsAppliedOnce(t *testing.T) {
 // answer for each of their transactions: every attempt counted once, three
 // audit records, and every repeat the same call.
 func TestManyLostAnswersCountExactly(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
-	table := dynamotest.CreateTable(t, endpoint)
-	proxy := dynamotest.NewProxy(t, endpoint)
-	s := open(t, proxy.URL, table)
+	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Hour}
 	allowed := 0
 	for i := range 10 {
@@ -130,10 +134,7 @@ func TestManyLostAnswersCountExactly(t *testing.T) {
 // call, token and all, until DynamoDB answers it, and never send a new one,
 // which would be applied a second time.
 func TestAWriteStillInProgressIsRepeatedNotResent(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
-	table := dynamotest.CreateTable(t, endpoint)
-	proxy := dynamotest.NewProxy(t, endpoint)
-	s := open(t, proxy.URL, table)
+	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
 	proxy.Lose("TransactWriteItems", 1)
 	proxy.InProgress("TransactWriteItems", 2)
@@ -166,10 +167,7 @@ func TestAWriteStillInProgressIsRepeatedNotResent(t *testing.T) {
 // call again, token and all, and fails when the budget runs out (the fail
 // mode answers); the one write it sent is applied once.
 func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
-	table := dynamotest.CreateTable(t, endpoint)
-	proxy := dynamotest.NewProxy(t, endpoint)
-	s := open(t, proxy.URL, table)
+	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
 	proxy.Lose("TransactWriteItems", 1_000_000)
 	_, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
@@ -199,10 +197,7 @@ func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
 // used to be one UpdateItem per policy, so a failure among them counted
 // it under some policies only.
 func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
-	table := dynamotest.CreateTable(t, endpoint)
-	proxy := dynamotest.NewProxy(t, endpoint)
-	s := open(t, proxy.URL, table)
+	endpoint, table, proxy, s := openBehindProxy(t)
 	tight := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
 	loose := limiter.Policy{Name: "daily", Limit: 100, Window: 24 * time.Hour, Namespace: "daily"}
 	a := func(rid string) limiter.Attempt {
@@ -291,10 +286,7 @@ func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
 // error that the fail mode would answer as if nothing had been counted
 // (closed: a 503 for a request that used up a unit; open: "degraded").
 func TestADecisionWhoseCountsCannotBeReadBackStands(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
-	table := dynamotest.CreateTable(t, endpoint)
-	proxy := dynamotest.NewProxy(t, endpoint)
-	s := open(t, proxy.URL, table)
+	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
 	// The first GetItem reads the override, before the write; the next
 	// ones read the count back.
