@@ -84,13 +84,7 @@ type Outcome struct {
 // the decision's transaction. The attempt passes when every enforced
 // policy allows it.
 func (a Attempt) Outcome(states []State) Outcome {
-	o := Outcome{Decisions: make([]Decision, len(a.Checks)), Allowed: true}
-	for i, c := range a.Checks {
-		o.Decisions[i] = c.decide(a.Now, states[i])
-		if !o.Decisions[i].Allowed && !c.Policy.Shadow {
-			o.Allowed = false
-		}
-	}
+	o := a.decisions(states)
 	o.settle(a.Now)
 	return o
 }
@@ -99,9 +93,9 @@ func (a Attempt) Outcome(states []State) Outcome {
 // conditions on its writes (DynamoDB): allowed says whether they held, and
 // the decisions are computed from the states read around the writes. When
 // allowed, every enforced policy allowed the attempt, whatever counts that
-// raced in since say.
+// raced in since say, and its GCRA buckets moved.
 func (a Attempt) Decided(states []State, allowed bool) Outcome {
-	o := a.Outcome(states)
+	o := a.decisions(states)
 	o.Allowed = allowed
 	for i, c := range a.Checks {
 		if allowed && !c.Policy.Shadow {
@@ -109,6 +103,19 @@ func (a Attempt) Decided(states []State, allowed bool) Outcome {
 		}
 	}
 	o.settle(a.Now)
+	return o
+}
+
+// decisions decides each check from its state, and the attempt as every
+// enforced policy's decision has it, before settle.
+func (a Attempt) decisions(states []State) Outcome {
+	o := Outcome{Decisions: make([]Decision, len(a.Checks)), Allowed: true}
+	for i, c := range a.Checks {
+		o.Decisions[i] = c.decide(a.Now, states[i])
+		if !o.Decisions[i].Allowed && !c.Policy.Shadow {
+			o.Allowed = false
+		}
+	}
 	return o
 }
 
