@@ -61,18 +61,12 @@ func (a *API) check(req *request) error {
 	if err != nil {
 		return err
 	}
-	req.key = a2.Checks[0].Key
 	o, err := a.decide(req, checkRoute, a2.Checks)
-	if p := (*Problem)(nil); errors.As(err, &p) {
-		return p
-	}
 	if err != nil {
-		if a.opts.FailMode == limiter.FailOpen {
-			req.decision = "degraded"
-			return req.ok(degradedCheck(a2))
+		if err := a.undecided(req, err, a2.Checks[0].Policy.Window); err != nil {
+			return err
 		}
-		req.decision = "error"
-		return storeUnavailable(a2.Checks[0].Policy.Window)
+		return req.ok(degradedCheck(a2))
 	}
 	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
 	body := checkBody{Allowed: o.Allowed, Key: req.key, Cost: a2.Checks[0].Units()}

@@ -321,6 +321,23 @@ func (e *engine) decide(req *request, route string, checks []limiter.Check) (lim
 	return o, nil
 }
 
+// undecided is the answer to a request whose checks the store did not
+// decide, err being decide's error: its problem, for a cost refused; nil
+// when the fail mode lets the request through, degraded (never a client
+// that has gone: nothing would reach it, and a handler behind the
+// middleware would run for nobody); else a 503.
+func (e *engine) undecided(req *request, err error, window time.Duration) error {
+	if p := (*Problem)(nil); errors.As(err, &p) {
+		return p
+	}
+	if e.opts.FailMode == limiter.FailOpen && !req.cancelled() {
+		req.decision = "degraded"
+		return nil
+	}
+	req.decision = "error"
+	return storeUnavailable(window)
+}
+
 // policy is the configured policy named name.
 func (e *engine) policy(name string) (limiter.Policy, bool) {
 	i := slices.IndexFunc(e.rules, func(r *rule) bool { return r.Policy.Name == name })

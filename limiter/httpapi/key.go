@@ -95,10 +95,7 @@ func clientKey(r *http.Request, c Caller, src limiter.KeySource) (string, error)
 	case limiter.KeyFromClaim:
 		key = c.Claims[src.Claim]
 		if key == "" {
-			p := problem(http.StatusUnauthorized, TypeUnauthenticated,
-				"The request carries no '"+src.Claim+"' claim from an authorizer.")
-			p.header.Set("WWW-Authenticate", "Bearer")
-			return "", p
+			return "", Unauthenticated("The request carries no '" + src.Claim + "' claim from an authorizer.")
 		}
 	default:
 		// net/http trims the spaces and tabs around a header value and API

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -68,18 +67,12 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, err := g.decide(req, route, checks)
-	var p *Problem
-	switch {
-	case errors.As(err, &p):
-		req.fail(p)
-		return
-	case err != nil && g.opts.FailMode == limiter.FailOpen && !req.cancelled():
-		req.decision = "degraded"
-		req.pass(g.next, r)
-		return
-	case err != nil:
-		req.decision = "error"
-		req.fail(storeUnavailable(checks[0].Policy.Window))
+	if err != nil {
+		if err := g.undecided(req, err, checks[0].Policy.Window); err != nil {
+			req.fail(err)
+		} else {
+			req.pass(g.next, r)
+		}
 		return
 	}
 	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)

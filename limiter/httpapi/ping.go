@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -94,16 +93,11 @@ func (a *API) ping(req *request) error {
 		return req.ok(uncountedBody{})
 	}
 	o, err := a.decide(req, pingRoute, checks)
-	if p := (*Problem)(nil); errors.As(err, &p) {
-		return p
-	}
 	if err != nil {
-		if a.opts.FailMode == limiter.FailOpen {
-			req.decision = "degraded"
-			return req.ok(degradedBody{Key: req.key, Limit: checks[0].Policy.Limit, Degraded: true})
+		if err := a.undecided(req, err, checks[0].Policy.Window); err != nil {
+			return err
 		}
-		req.decision = "error"
-		return storeUnavailable(checks[0].Policy.Window)
+		return req.ok(degradedBody{Key: req.key, Limit: checks[0].Policy.Limit, Degraded: true})
 	}
 	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
 	if !o.Allowed {

@@ -35,16 +35,13 @@ func (a *API) status(req *request) error {
 	if err := limiter.ValidKey(key); err != nil {
 		return invalidKey(err)
 	}
-	policies := a.policies()
+	policies := a.limiter.Policies
 	if names := q["policy"]; len(names) > 0 {
 		p, ok := a.policy(names[0])
 		if len(names) > 1 || !ok {
 			return problem(http.StatusBadRequest, TypeInvalidQuery, "The query parameter 'policy' names no configured policy, or is given more than once.")
 		}
 		policies = []limiter.Policy{p}
-	}
-	if len(policies) == 0 {
-		return problem(http.StatusNotFound, TypeBlank, "No policy is configured.")
 	}
 	req.key = key
 	body := pingBody{}
