@@ -29,7 +29,6 @@ func main() {
 		Store:  store,
 		Rules:  cfg.Rules,
 		Routes: []string{httpapi.RouteAdmin},
-		Caller: awslambda.Caller,
 		Logger: log,
 	})
 	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))

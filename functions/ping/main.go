@@ -26,6 +26,6 @@ func main() {
 	}
 	// Metrics go to stdout as EMF lines, which CloudWatch Logs ingests.
 	opts := httpapi.FromConfig(cfg, store, os.Stdout)
-	opts.Routes, opts.Caller, opts.Logger = []string{httpapi.RoutePing, httpapi.RouteCheck}, awslambda.Caller, log
+	opts.Routes, opts.Logger = []string{httpapi.RoutePing, httpapi.RouteCheck}, log
 	lambda.StartWithOptions(awslambda.HTTP(httpapi.New(opts)), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
 }

@@ -30,7 +30,6 @@ func main() {
 		Store:  store,
 		Rules:  cfg.Rules,
 		Routes: []string{httpapi.RouteStatus},
-		Caller: awslambda.Caller,
 		Logger: log,
 	})
 	lambda.StartWithOptions(awslambda.HTTP(api), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
