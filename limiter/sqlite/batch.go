@@ -299,12 +299,7 @@ func (sh *shard) decideBatch(batch []*pending) ([]limiter.Outcome, error) {
 	}
 	sh.batch.batches.Add(1)
 	sh.batch.decided.Add(int64(len(batch)))
-	for {
-		old := sh.batch.largest.Load()
-		if int64(len(batch)) <= old || sh.batch.largest.CompareAndSwap(old, int64(len(batch))) {
-			break
-		}
-	}
+	storeMax(&sh.batch.largest, int64(len(batch)))
 	return outs, nil
 }
 

@@ -163,14 +163,13 @@ func txAcross(ctx context.Context, shards []*shard, hs []*handle, start time.Tim
 	}
 	defer detach(conn, lo, hs[0], shards[1:]) // after txOn's rollback
 	return lo.txOn(ctx, conn, hs[0], start, func(tx *sql.Tx) error {
-		sts := make(map[int]*statements, len(shards))
-		for i, sh := range shards {
+		// The first shard's are its handle's, prepared once on this
+		// connection (unqualified names are main's, ahead of any attached
+		// file's); the attached ones', for this transaction.
+		sts := map[int]*statements{lo.index: hs[0].stmts.in(ctx, tx)}
+		for _, sh := range shards[1:] {
 			st := &statements{}
-			schema := "main"
-			if i > 0 {
-				schema = schemaOf(sh)
-			}
-			if err := st.prepare(ctx, tx, schema); err != nil {
+			if err := st.prepare(ctx, tx, schemaOf(sh)); err != nil {
 				return err
 			}
 			sts[sh.index] = st

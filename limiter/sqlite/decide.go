@@ -137,10 +137,19 @@ func ended(ctx context.Context, err error) error {
 	return err
 }
 
-// stored is what stateSQL read of one store key.
+// stored is what windowSQL or stateSQL read of one store key.
 type stored struct {
 	limiter.State
 	override *limiter.Override
+}
+
+// overrideOf is the override whose columns read limit and burst: none
+// when the row is missing (limit NULL).
+func overrideOf(limit, burst sql.NullInt64) *limiter.Override {
+	if !limit.Valid {
+		return nil
+	}
+	return &limiter.Override{Limit: limit.Int64, Burst: burst.Int64}
 }
 
 // readWindow reads what a decision under the window policy p needs of key
@@ -156,9 +165,7 @@ func readWindow(ctx context.Context, st *statements, p limiter.Policy, key strin
 		return stored{}, err
 	}
 	r := stored{State: limiter.State{Prev: prev.Int64}}
-	if limit.Valid {
-		r.override = &limiter.Override{Limit: limit.Int64, Burst: burst.Int64}
-	}
+	r.override = overrideOf(limit, burst)
 	return r, nil
 }
 
@@ -178,9 +185,7 @@ func readState(ctx context.Context, st *statements, p limiter.Policy, key string
 	if tat.Valid {
 		r.TAT, r.Emission = time.Unix(0, tat.Int64), time.Duration(emission.Int64)
 	}
-	if limit.Valid {
-		r.override = &limiter.Override{Limit: limit.Int64, Burst: burst.Int64}
-	}
+	r.override = overrideOf(limit, burst)
 	return r, nil
 }
 

@@ -80,15 +80,20 @@ type waiter struct {
 	probeFailures atomic.Int64
 }
 
+// storeMax raises a to v, if v is more, without a lock.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
 // observe folds one transaction's lock hold time into the average.
 func (w *waiter) observe(d time.Duration) {
 	w.writes.Add(1)
-	for {
-		old := w.longest.Load()
-		if int64(d) <= old || w.longest.CompareAndSwap(old, int64(d)) {
-			break
-		}
-	}
+	storeMax(&w.longest, int64(d))
 	for {
 		old := w.hold.Load()
 		next := int64(d)

@@ -23,13 +23,10 @@ var openers = map[limiter.StoreKind]func(context.Context, limiter.StoreConfig) (
 // for a configuration no store can serve: a kind this build lacks, a
 // missing path or table, a path that is a directory.
 func Open(ctx context.Context, cfg limiter.StoreConfig) (limiter.Store, error) {
-	kind := cfg.Kind
-	if kind == "" {
-		kind = limiter.StoreSQLite
-	}
-	open, ok := openers[kind]
+	k := kind(cfg)
+	open, ok := openers[k]
 	if !ok {
-		return nil, fmt.Errorf("stores: this build has no %s store (was it built with -tags no%s?)", kind, kind)
+		return nil, fmt.Errorf("stores: this build has no %s store (was it built with -tags no%s?)", k, k)
 	}
 	return open(ctx, cfg)
 }
