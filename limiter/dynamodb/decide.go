@@ -80,7 +80,7 @@ var errBucketMoved = errors.New("a GCRA bucket moved")
 func (s *Store) tryAllow(ctx context.Context, d *decision) (bool, error) {
 	denied := false
 	for i, c := range d.a.Checks {
-		if !c.Policy.Shadow && (d.below(i) < 1 || c.Policy.IsGCRA() && !d.fits(i)) {
+		if !c.Policy.Shadow && !d.fits(i) {
 			d.denied[i], denied = true, true
 		}
 	}
@@ -146,11 +146,20 @@ func (d *decision) estimate(allowed bool) limiter.Outcome {
 	return d.a.Decided(d.states, allowed)
 }
 
-// fits reports whether GCRA check i lets the attempt through, from the
-// bucket as read, and moves it to next.
+// fits reports whether check i, as read, leaves the attempt room: a
+// window's counter below what it must be below, a GCRA bucket with room
+// for the cost.
 func (d *decision) fits(i int) bool {
-	o := limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}.Outcome(d.states[i : i+1])
-	return o.Decisions[0].Allowed
+	if d.a.Checks[i].Policy.IsGCRA() {
+		return d.gcra(i).Allowed
+	}
+	return d.below(i) >= 1
+}
+
+// gcra is GCRA check i's decision alone, from the bucket as read: whether
+// it lets the attempt through, and where it moves the bucket if so.
+func (d *decision) gcra(i int) limiter.Decision {
+	return limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}.Outcome(d.states[i : i+1]).Decisions[0]
 }
 
 // prepare reads, in one round trip, what a's checks are decided from
@@ -190,12 +199,9 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 
 // below is the count check i's counter must be below for the attempt to
 // fit: the most it may hold with the attempt's cost added, less that cost,
-// plus one. Not used for GCRA checks.
+// plus one. For window checks only.
 func (d *decision) below(i int) int64 {
 	c := d.a.Checks[i]
-	if c.Policy.IsGCRA() {
-		return 1
-	}
 	return c.Policy.MaxCount(d.a.Now, d.states[i].Prev) - c.Units() + 1
 }
 
@@ -237,11 +243,11 @@ func (d *decision) buckets(s *Store) []types.TransactWriteItem {
 		if !c.Policy.IsGCRA() {
 			continue
 		}
-		o := limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}.Outcome(d.states[i : i+1])
-		if !o.Decisions[0].Moved {
+		g := d.gcra(i)
+		if !g.Moved {
 			continue // a shadow that would deny: its bucket stays
 		}
-		next := o.Decisions[0].TAT
+		next := g.TAT
 		u := &types.Update{
 			TableName:                &s.cfg.Table,
 			Key:                      BucketKey(c.Policy, c.Key),
