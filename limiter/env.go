@@ -43,27 +43,37 @@ func (e *env) bad(name, format string, args ...any) {
 	e.problems = append(e.problems, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 }
 
-// onOff reads a switch: on, true or 1; off, false, 0 or unset.
+// onOff reads a switch (see ParseSwitch).
 func (e *env) onOff(name string) bool {
-	switch v := strings.ToLower(e.getenv(name)); v {
-	case "on", "true", "1":
-		return true
-	case "", "off", "false", "0":
-	default:
-		e.bad(name, "%q is not on or off (true or false, 1 or 0)", e.getenv(name))
+	on, err := ParseSwitch(e.getenv(name))
+	if err != nil {
+		e.bad(name, "%v", err)
 	}
-	return false
+	return on
+}
+
+// ParseSwitch reads an on/off setting, as every switch of the environment
+// is read: on, true or 1; off, false, 0 or empty; in any case.
+func ParseSwitch(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "on", "true", "1":
+		return true, nil
+	case "", "off", "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not on or off (true or false, 1 or 0)", v)
 }
 
 func (e *env) failMode() FailMode {
-	switch v := FailMode(strings.ToLower(e.getenv("FAIL_MODE"))); v {
-	case "":
-	case FailClosed, FailOpen:
-		return v
-	default:
+	m := FailMode(strings.ToLower(e.getenv("FAIL_MODE")))
+	if err := m.Validate(); err != nil {
 		e.bad("FAIL_MODE", "%q is not closed or open", e.getenv("FAIL_MODE"))
+		return FailClosed
 	}
-	return FailClosed
+	if m == "" {
+		return FailClosed
+	}
+	return m
 }
 
 // store reads STORE and the variables of the store it names.

@@ -98,12 +98,8 @@ func readConfig(getenv func(string) string) (config, error) {
 		}
 		c.PruneInterval = d
 	}
-	switch v := strings.ToLower(getenv("ADMIN")); v {
-	case "on", "true", "1":
-		c.Admin = true
-	case "", "off", "false", "0":
-	default:
-		problems = append(problems, fmt.Errorf("ADMIN: %q is not on or off", getenv("ADMIN")))
+	if c.Admin, err = limiter.ParseSwitch(getenv("ADMIN")); err != nil {
+		problems = append(problems, fmt.Errorf("ADMIN: %w", err))
 	}
 	if len(problems) > 0 {
 		return config{}, &limiter.ConfigError{Problems: problems}
