@@ -50,9 +50,7 @@ func (a *API) adminRoutes() http.Handler {
 			req.fail(notFound(r))
 			return
 		}
-		p := problem(http.StatusMethodNotAllowed, TypeBlank, r.URL.Path+" accepts "+probe.header.Get("Allow")+" only.")
-		p.header.Set("Allow", probe.header.Get("Allow"))
-		req.fail(p)
+		req.fail(methodNotAllowed(r.URL.Path, probe.header.Get("Allow")))
 	})
 }
 
@@ -207,10 +205,8 @@ func (a *API) resetCounters(req *request, t adminTarget) error {
 // ruleCost is what one request costs under the policy named name, by its
 // rule's constant cost (1 when it has none).
 func (a *API) ruleCost(name string) int64 {
-	for _, r := range a.rules {
-		if r.Policy.Name == name {
-			return max(r.Cost, 1)
-		}
+	if r := a.rule(name); r != nil {
+		return max(r.Cost, 1)
 	}
 	return 1
 }

@@ -154,9 +154,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		err = notFound(r)
 	case r.Method != rt.method:
-		p := problem(http.StatusMethodNotAllowed, TypeBlank, r.URL.Path+" accepts "+rt.method+" only.")
-		p.header.Set("Allow", rt.method)
-		err = p
+		err = methodNotAllowed(r.URL.Path, rt.method)
 	default:
 		err = rt.handle(req)
 	}

@@ -338,13 +338,21 @@ func (e *engine) undecided(req *request, err error, window time.Duration) error 
 	return storeUnavailable(window)
 }
 
-// policy is the configured policy named name.
-func (e *engine) policy(name string) (limiter.Policy, bool) {
+// rule is the configured rule of the policy named name, or nil.
+func (e *engine) rule(name string) *rule {
 	i := slices.IndexFunc(e.rules, func(r *rule) bool { return r.Policy.Name == name })
 	if i < 0 {
-		return limiter.Policy{}, false
+		return nil
 	}
-	return e.rules[i].Policy, true
+	return e.rules[i]
+}
+
+// policy is the configured policy named name.
+func (e *engine) policy(name string) (limiter.Policy, bool) {
+	if r := e.rule(name); r != nil {
+		return r.Policy, true
+	}
+	return limiter.Policy{}, false
 }
 
 type requestKey struct{}

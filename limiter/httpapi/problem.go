@@ -42,6 +42,14 @@ type Problem struct {
 // Error makes a Problem an error, so handlers can return it.
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 
+// methodNotAllowed is the 405 answer for path, which takes only the
+// methods allow lists (the Allow header's value).
+func methodNotAllowed(path, allow string) *Problem {
+	p := problem(http.StatusMethodNotAllowed, TypeBlank, path+" accepts "+allow+" only.")
+	p.header.Set("Allow", allow)
+	return p
+}
+
 // Unauthenticated is the 401 answer, with WWW-Authenticate: Bearer, for a
 // KeyFunc that finds no signed-in caller: its detail is sent as it is.
 func Unauthenticated(detail string) *Problem {
