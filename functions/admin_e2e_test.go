@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
+	"github.com/ft251/ratelimit/internal/lambdatest"
 )
 
 // adminRequest is a request to the admin function as API Gateway sends it

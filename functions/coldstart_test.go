@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
+	"github.com/ft251/ratelimit/internal/lambdatest"
 )
 
 var initReport = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)

@@ -15,10 +15,11 @@ import (
 	sdk "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/lambdatest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/dynamodb"
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
 )
 
 // dynamoEnv is the configuration of a function on the DynamoDB store in
@@ -87,7 +88,7 @@ func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
 	c := dynamotest.Client(t, m.Endpoint)
 	ctx := context.Background()
 	p := limiter.Policy{Name: "ping", Limit: limit, Window: 2592000 * time.Second}
-	start := limiter.WindowStart(time.Now(), p.Window)
+	start := decide.WindowStart(time.Now(), p.Window)
 	got, err := c.GetItem(ctx, &sdk.GetItemInput{TableName: &table, Key: dynamodb.CounterKey(p, "crowd", start), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)

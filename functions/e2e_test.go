@@ -29,10 +29,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // rieTool is the emulator's package, pinned in go.mod by `go get -tool`.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
+	"github.com/ft251/ratelimit/internal/lambdatest"
 )
 
 // request is the ping fixture turned into a request of method on path.

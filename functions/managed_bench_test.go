@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
+	"github.com/ft251/ratelimit/internal/lambdatest"
 )
 
 // BenchmarkManagedInstance invokes the ping function as one managed

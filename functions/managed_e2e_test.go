@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // Lambda Managed Instances, in the emulator's mode for it: one execution

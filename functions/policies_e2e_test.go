@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
+	"github.com/ft251/ratelimit/internal/lambdatest"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
@@ -19,7 +19,7 @@ func emfLines(t *testing.T, namespace string) (decision, storeErr map[string]any
 	var b bytes.Buffer
 	e := metrics.New(&b, namespace)
 	e.Decision(time.Now(), "ping", "GET /ping", metrics.Allowed, time.Millisecond)
-	e.StoreError(time.Now(), "GET /ping", limiter.FaultCorrupt)
+	e.StoreError(time.Now(), "GET /ping", "corrupt")
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	json.Unmarshal([]byte(lines[0]), &decision)
 	json.Unmarshal([]byte(lines[1]), &storeErr)
@@ -181,7 +181,7 @@ func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
 		watched = append(watched, at(stat, "Dimensions", 0, "Value").(string))
 	}
 	var persistent []string
-	for _, f := range []limiter.Fault{limiter.FaultBusy, limiter.FaultUnavailable, limiter.FaultCorrupt, limiter.FaultSchema, limiter.FaultJournalMode} {
+	for _, f := range []fault.Class{fault.Busy, fault.Unavailable, fault.Corrupt, fault.Schema, fault.JournalMode} {
 		if !f.Transient() {
 			persistent = append(persistent, string(f))
 		}
@@ -191,7 +191,7 @@ func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
 	if !slices.Equal(watched, persistent) {
 		t.Errorf("faults alarm watches %v, want the faults that do not clear by themselves, %v", watched, persistent)
 	}
-	if decision["Fault"] != nil || storeErr["Fault"] != string(limiter.FaultCorrupt) {
+	if decision["Fault"] != nil || storeErr["Fault"] != string(fault.Corrupt) {
 		t.Errorf("the store error line's Fault = %v", storeErr["Fault"])
 	}
 }

@@ -2,6 +2,33 @@ package limiter
 
 import "time"
 
+// Usage is where a key stands under a policy at one instant.
+type Usage struct {
+	// Policy is the policy as it applied to the key: its limit (and
+	// burst) are the key's override's, if it has one.
+	Policy Policy
+	Key    string
+	// Count is the number of attempts counted in the window, allowed or not,
+	// each as many as it cost. For a sliding policy it is the weighted
+	// count, rounded up; for GCRA, the part of the bucket in use.
+	Count int64
+	// Remaining is how many more requests of cost 1 the policy allows now:
+	// Limit - Count, never below zero; for GCRA, Capacity() - Count, what
+	// is left of the burst.
+	Remaining int64
+	// WindowStart and Reset are the start and end of the current fixed
+	// window: the one the store counts in.
+	WindowStart time.Time
+	Reset       time.Time
+	// ResetAfter is when to come back, rounded up to whole seconds and at
+	// least one: for a fixed window, until it ends; for a sliding one,
+	// until a request would be allowed again when none remain (or when the
+	// attempt was denied), else until the window ends; for GCRA, until the
+	// bucket is whole again, or when too little is left, until a request
+	// fits. It is the Retry-After of a denial.
+	ResetAfter time.Duration
+}
+
 // Decision is the outcome of one attempt under one policy. Being denied is a
 // Decision with Allowed false, not an error. For a shadow policy, Allowed is
 // what the policy would have decided; it rejects nothing.
@@ -11,58 +38,6 @@ type Decision struct {
 	// Cost is the attempt's cost under the policy: how many requests it
 	// counts as.
 	Cost int64
-	// FromMemory marks a denial a RejectCache made without the store; its
-	// counts are those the store returned when it last denied the attempt.
-	FromMemory bool
-	// TAT is, for a GCRA policy, the key's theoretical arrival time once
-	// the attempt is decided: moved on if the attempt passed, else as the
-	// store read it (rescaled to the policy's rate). A store writes it back
-	// when Moved, with Policy.Emission().
-	TAT   time.Time
-	Moved bool
-
-	// state is what the decision was made from.
-	state State
-}
-
-// State is what a store read of a check's counters inside the decision's
-// write transaction.
-type State struct {
-	// Cur is the count of the window containing the attempt, the attempt's
-	// cost included; Prev the previous window's (sliding policies only).
-	Cur, Prev int64
-	// TAT is a GCRA policy's theoretical arrival time before the attempt;
-	// zero for a key never seen. Emission is the interval it was written
-	// with (zero if unknown: taken as the policy's), so that a change of
-	// the key's rate rescales what the bucket holds back.
-	TAT      time.Time
-	Emission time.Duration
-}
-
-// decide decides one check from its state, as if it alone applied.
-func (c Check) decide(now time.Time, st State) Decision {
-	p, cost := c.Policy, c.Units()
-	d := Decision{Cost: cost, state: st}
-	switch {
-	case p.IsGCRA():
-		var next time.Time
-		d.TAT = p.bucket(now, st)
-		d.Allowed, next = p.gcraFits(now, d.TAT, cost)
-		if d.Allowed {
-			d.TAT, d.Moved = next, true
-		}
-		d.Usage = p.gcraStanding(c.Key, now, d.TAT, cost)
-	case p.IsSliding():
-		d.Allowed = p.weighted(now, st.Cur, st.Prev) <= float64(p.Limit)+1e-9
-		d.Usage = p.UsageAt(c.Key, now, st)
-		if !d.Allowed || d.Remaining < cost {
-			d.ResetAfter = p.slidingWait(now, st.Cur, st.Prev, cost)
-		}
-	default:
-		d.Allowed = st.Cur <= p.Limit
-		d.Usage = p.UsageAt(c.Key, now, st)
-	}
-	return d
 }
 
 // Outcome is what a store decided for an attempt: one Decision per check,
@@ -72,66 +47,6 @@ type Outcome struct {
 	// Allowed is true when every policy that is not a shadow allowed the
 	// attempt: the request passes, and has its audit record.
 	Allowed bool
-	// Refused is what a store sets, counting nothing, when the key's
-	// effective policies (its overrides applied, as read in the decision's
-	// transaction) could never let the attempt through: an error wrapping
-	// ErrInvalidCost (Attempt.Impossible). Store.Allow returns it as its
-	// error; an Outcome with Refused set never leaves a store.
-	Refused error
-}
-
-// Outcome decides the attempt from each check's state, read by the store in
-// the decision's transaction. The attempt passes when every enforced
-// policy allows it.
-func (a Attempt) Outcome(states []State) Outcome {
-	o := a.decisions(states)
-	o.settle(a.Now)
-	return o
-}
-
-// Decided is the outcome of an attempt that a store decided itself, by
-// conditions on its writes (DynamoDB): allowed says whether they held, and
-// the decisions are computed from the states read around the writes. When
-// allowed, every enforced policy allowed the attempt, whatever counts that
-// raced in since say, and its GCRA buckets moved.
-func (a Attempt) Decided(states []State, allowed bool) Outcome {
-	o := a.decisions(states)
-	o.Allowed = allowed
-	for i, c := range a.Checks {
-		if allowed && !c.Policy.Shadow {
-			o.Decisions[i].Allowed = true
-		}
-	}
-	o.settle(a.Now)
-	return o
-}
-
-// decisions decides each check from its state, and the attempt as every
-// enforced policy's decision has it, before settle.
-func (a Attempt) decisions(states []State) Outcome {
-	o := Outcome{Decisions: make([]Decision, len(a.Checks)), Allowed: true}
-	for i, c := range a.Checks {
-		o.Decisions[i] = c.decide(a.Now, states[i])
-		if !o.Decisions[i].Allowed && !c.Policy.Shadow {
-			o.Allowed = false
-		}
-	}
-	return o
-}
-
-// settle leaves a GCRA bucket where it was when the attempt did not pass:
-// a denied attempt, whichever policy denied it, does not move it.
-func (o *Outcome) settle(now time.Time) {
-	if o.Allowed {
-		return
-	}
-	for i, d := range o.Decisions {
-		if d.Moved {
-			tat := d.Policy.bucket(now, d.state)
-			o.Decisions[i].TAT, o.Decisions[i].Moved = tat, false
-			o.Decisions[i].Usage = d.Policy.gcraStanding(d.Key, now, tat, d.Cost)
-		}
-	}
 }
 
 // Denied are the decisions of the policies that rejected the attempt:

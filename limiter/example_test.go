@@ -30,7 +30,7 @@ func ExampleLimiter_Check() {
 	// Now defaults to time.Now; one instant here keeps the output the same.
 	lim.Now = func() time.Time { return time.Date(2026, 12, 1, 9, 0, 30, 0, time.UTC) }
 	for range 4 {
-		o, err := lim.Check(context.Background(), "user-42", 30)
+		o, err := lim.Check(context.Background(), limiter.Request{Key: "user-42", Cost: 30})
 		if err != nil {
 			panic(err) // the store failed: answer with your fail mode
 		}

@@ -1,21 +1,16 @@
 package limiter
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-// MaxKeyBytes is the longest client key accepted, in bytes.
-const MaxKeyBytes = 256
-
-// ErrInvalidKey is wrapped by the errors ValidKey returns.
-var ErrInvalidKey = errors.New("invalid client key")
+// maxKeyBytes is the longest client key accepted, in bytes.
+const maxKeyBytes = 256
 
 // ValidKey reports why key cannot be a client key, or nil. A key is 1 to
-// MaxKeyBytes bytes of valid UTF-8 without control characters (bidi
+// maxKeyBytes bytes of valid UTF-8 without control characters (bidi
 // controls included) and without U+FFFD. Keys are stored and echoed
 // exactly, so rejecting is the only safe answer to bytes that a JSON
 // response or a log line would have to alter. U+FFFD, the replacement
@@ -26,17 +21,17 @@ var ErrInvalidKey = errors.New("invalid client key")
 func ValidKey(key string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: empty", ErrInvalidKey)
-	case len(key) > MaxKeyBytes:
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyBytes)
+		return refuse(ErrInvalidKey, "empty")
+	case len(key) > maxKeyBytes:
+		return refuse(ErrInvalidKey, "%d bytes, more than %d", len(key), maxKeyBytes)
 	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
+		return refuse(ErrInvalidKey, "not valid UTF-8")
 	case strings.ContainsRune(key, utf8.RuneError):
-		return fmt.Errorf("%w: contains U+FFFD, which stands for bytes that were not UTF-8", ErrInvalidKey)
+		return refuse(ErrInvalidKey, "contains U+FFFD, which stands for bytes that were not UTF-8")
 	}
 	for _, r := range key {
 		if unicode.IsControl(r) || isBidiControl(r) {
-			return fmt.Errorf("%w: contains control character %U", ErrInvalidKey, r)
+			return refuse(ErrInvalidKey, "contains control character %U", r)
 		}
 	}
 	return nil

@@ -23,56 +23,56 @@ type Limiter struct {
 	// Now reads the clock, once per check. Defaults to time.Now.
 	Now func() time.Time
 
-	// Policies are validated at the first check (ValidatePolicies); they
+	// Policies are validated at the first check (validatePolicies); they
 	// must not change after it.
 	validated sync.Once
 	invalid   error
 }
 
-// ErrInvalidPolicies is a Limiter whose Policies ValidatePolicies refuses,
-// or that has no Store: every check fails with it.
-var ErrInvalidPolicies = errors.New("invalid policies")
-
 // Request is one check.
 type Request struct {
 	// Key is the client key to count under; it must be a valid key.
 	Key string
-	// Cost is what the request counts as, zero meaning 1; see
-	// ValidateCosts for what it may be.
+	// Cost is what the request counts as, zero meaning 1. A cost more than
+	// an enforced policy can ever let through at once (its Capacity, or
+	// its override's) is refused with ErrInvalidCost, counting nothing.
 	Cost int64
 	// Policies name the policies to check, each at most once; none means
 	// every policy of the Limiter.
 	Policies []string
+	// At is the instant of the request; zero means now, by Limiter.Now.
+	At time.Time
 	// Route and RequestID go into the audit record of an allowed check.
 	Route, RequestID string
 }
 
-// Errors a check is refused with, before anything is counted.
-var (
-	ErrUnknownPolicy = errors.New("no such policy")
-	ErrPolicyTwice   = errors.New("a policy is named twice")
-	ErrInvalidCost   = errors.New("invalid cost")
-)
-
-// Check counts cost under each named policy (every policy when none is
-// named) for key, in one store transaction, and decides: the attempt
-// passes when every enforced policy allows it. Costs are counted whether it
-// passes or not, as every attempt counts in the windows.
-func (l *Limiter) Check(ctx context.Context, key string, cost int64, policies ...string) (Outcome, error) {
-	a, err := l.Attempt(ctx, l.now(), Request{Key: key, Cost: cost, Policies: policies, Route: "check"})
+// Check counts r's cost under each policy it names (every policy when it
+// names none) for its key, in one store transaction, and decides: the
+// attempt passes when every enforced policy allows it. Costs are counted
+// whether it passes or not, as every attempt counts in the windows.
+//
+// A request that cannot be made fails before anything is counted, with
+// ErrInvalidPolicies, ErrInvalidKey, ErrUnknownPolicy, ErrPolicyTwice or
+// ErrInvalidCost, wrapped with what is wrong; a store that fails, with its
+// error (ErrUnavailable for one that may clear by itself).
+func (l *Limiter) Check(ctx context.Context, r Request) (Outcome, error) {
+	if r.Route == "" {
+		r.Route = "check"
+	}
+	if r.At.IsZero() {
+		r.At = l.now()
+	}
+	a, err := l.attempt(ctx, r)
 	if err != nil {
 		return Outcome{}, err
 	}
 	return l.Store.Allow(ctx, a)
 }
 
-// Attempt is the attempt r asks for at now, or why it cannot be made:
-// ErrInvalidPolicies, ErrInvalidKey, ErrUnknownPolicy, ErrPolicyTwice or
-// ErrInvalidCost, wrapped with what is
-// wrong; or the store's error, reading overrides (ValidateCosts).
-func (l *Limiter) Attempt(ctx context.Context, now time.Time, r Request) (Attempt, error) {
+// attempt is the attempt r asks for, or why it cannot be made.
+func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 	l.validated.Do(func() {
-		err := ValidatePolicies(l.Policies)
+		err := validatePolicies(l.Policies)
 		if l.Store == nil {
 			err = errors.Join(err, errors.New("no store"))
 		}
@@ -93,30 +93,30 @@ func (l *Limiter) Attempt(ctx context.Context, now time.Time, r Request) (Attemp
 			j := slices.IndexFunc(l.Policies, func(p Policy) bool { return p.Name == name })
 			switch {
 			case j < 0:
-				return Attempt{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, name)
+				return Attempt{}, refuse(ErrUnknownPolicy, "%q", name)
 			case slices.Contains(r.Policies[:i], name):
-				return Attempt{}, fmt.Errorf("%w: %q", ErrPolicyTwice, name)
+				return Attempt{}, refuse(ErrPolicyTwice, "%q", name)
 			}
 			policies[i] = l.Policies[j]
 		}
 	}
 	if len(policies) == 0 {
-		return Attempt{}, fmt.Errorf("%w: none applies", ErrUnknownPolicy)
+		return Attempt{}, refuse(ErrUnknownPolicy, "none applies")
 	}
 	if r.Cost < 0 {
-		return Attempt{}, fmt.Errorf("%w: %d is below 1", ErrInvalidCost, r.Cost)
+		return Attempt{}, refuse(ErrInvalidCost, "%d is below 1", r.Cost)
 	}
-	a := Attempt{Checks: make([]Check, len(policies)), Now: now, Route: r.Route, RequestID: r.RequestID}
+	a := Attempt{Checks: make([]Check, len(policies)), Now: r.At, Route: r.Route, RequestID: r.RequestID}
 	for i, p := range policies {
 		a.Checks[i] = Check{Policy: p, Key: r.Key, Cost: r.Cost}
 	}
 	// The check contract's bound, the largest limit checked, matters
-	// with shadows only: an enforced policy's is tighter (ValidateCosts).
+	// with shadows only: an enforced policy's is tighter (fitting).
 	switch fits, err := fitting(ctx, l.Store, a.Checks); {
 	case err != nil:
 		return Attempt{}, err
 	case fits == 0:
-		return Attempt{}, fmt.Errorf("%w: %d is more than the largest limit checked", ErrInvalidCost, max(r.Cost, 1))
+		return Attempt{}, refuse(ErrInvalidCost, "%d is more than the largest limit checked", max(r.Cost, 1))
 	}
 	return a, nil
 }

@@ -17,10 +17,10 @@ func (o Override) Validate(p Policy) error {
 	switch {
 	case o.Limit < 1:
 		return fmt.Errorf("limit %d is below 1", o.Limit)
-	case o.Burst != 0 && !p.IsGCRA():
+	case o.Burst != 0 && p.Algorithm != GCRA:
 		return fmt.Errorf("burst applies to gcra policies only; %q is %s", p.Name, p.Algorithm)
-	case o.Burst < 0 || o.Burst > MaxBurst:
-		return fmt.Errorf("burst %d is not from 1 to %d", o.Burst, MaxBurst)
+	case o.Burst < 0 || o.Burst > maxBurst:
+		return fmt.Errorf("burst %d is not from 1 to %d", o.Burst, maxBurst)
 	}
 	return p.With(&o).Validate()
 }

@@ -5,27 +5,27 @@ import (
 	"fmt"
 )
 
-// ValidatePolicies reports what is wrong with policies as one
+// validatePolicies reports what is wrong with policies as one
 // configuration over one store: each policy's own problems; names used
 // twice, which responses and overrides could not tell apart; namespaces
 // used twice (at most one policy may leave its namespace empty), which
 // would make policies count in each other's counters; more than
-// MaxPolicies.
-func ValidatePolicies(policies []Policy) error {
+// maxPolicies.
+func validatePolicies(policies []Policy) error {
 	var errs []error
 	for _, p := range policies {
 		if err := p.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(append(errs, together(policies)...)...)
+	return errors.Join(append(errs, asSet(policies)...)...)
 }
 
-// together is what is wrong with policies as a set, each one aside.
-func together(policies []Policy) []error {
+// asSet is what is wrong with policies as a set, each one aside.
+func asSet(policies []Policy) []error {
 	var errs []error
-	if len(policies) > MaxPolicies {
-		errs = append(errs, fmt.Errorf("%d policies, more than %d", len(policies), MaxPolicies))
+	if len(policies) > maxPolicies {
+		errs = append(errs, fmt.Errorf("%d policies, more than %d", len(policies), maxPolicies))
 	}
 	names := map[string]bool{}
 	namespaces := map[string]string{}

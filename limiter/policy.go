@@ -45,11 +45,9 @@ type Policy struct {
 	Window time.Duration
 	// Namespace keeps this policy's counters apart from other policies' in a
 	// shared store. Empty means the stored key is the client key exactly, as
-	// the design note's layout has it; at most one policy per store may leave
-	// it empty, and no two may share one (ValidatePolicies refuses both;
-	// POLICIES uses each policy's name, and none for "ping"). Otherwise the stored key is Namespace, a unit separator
-	// (U+001F), and the client key: ValidKey rejects control characters, so no
-	// client key can collide with a namespaced one.
+	// the design note's layout has it; at most one policy per store may
+	// leave it empty, and no two may share one (validatePolicies refuses
+	// both; POLICIES uses each policy's name, and none for "ping").
 	Namespace string
 	// Algorithm is Fixed (the default, also when empty), Sliding or GCRA.
 	Algorithm Algorithm
@@ -61,12 +59,6 @@ type Policy struct {
 	Shadow bool
 }
 
-// IsSliding reports whether p uses the sliding-window counter.
-func (p Policy) IsSliding() bool { return p.Algorithm == Sliding }
-
-// IsGCRA reports whether p is a GCRA token bucket.
-func (p Policy) IsGCRA() bool { return p.Algorithm == GCRA }
-
 // Capacity is the most one attempt may cost and still pass: for GCRA, how
 // many requests may pass at once (Burst, or Limit when Burst is not set);
 // for the windows, Limit.
@@ -77,33 +69,33 @@ func (p Policy) Capacity() int64 {
 	return p.Limit
 }
 
-// MaxBurst bounds a GCRA policy's burst, so that its arithmetic in
+// maxBurst bounds a GCRA policy's burst, so that its arithmetic in
 // nanoseconds cannot overflow: a burst of a billion requests at one instant
 // is no limit at all.
-const MaxBurst = 1_000_000_000
+const maxBurst = 1_000_000_000
+
+// maxTolerance bounds a GCRA policy's tolerance, Capacity() times its
+// emission interval (Window / Limit): how far ahead of now a bucket's TAT
+// may run. A century keeps every instant the arithmetic reaches inside an
+// int64 of nanoseconds.
+const maxTolerance = 100 * 365 * 24 * time.Hour
 
 // MaxWindow is the longest window a policy may have.
 const MaxWindow = 30 * 24 * time.Hour
 
 // MaxLimit is the largest limit a policy may have, fifteen nines: any
-// count a store adds up to stays far inside an int64 (see MaxCount), and
-// a float64 holds every count exactly, for the sliding window's weighing.
+// count a store adds up to stays far inside an int64, and a float64 holds
+// every count exactly, for the sliding window's weighing.
 const MaxLimit = 999_999_999_999_999
 
-// MaxCount is where a stored count stops growing: the windows count every
-// attempt, denied ones too, and a client denied long enough at a large
-// cost would otherwise overflow the counter. A count this high denies
-// under any limit.
-const MaxCount = 1 << 62
-
-// MaxNamespaceBytes bounds a namespace, which prefixes every stored key of
+// maxNamespaceBytes bounds a namespace, which prefixes every stored key of
 // its policy.
-const MaxNamespaceBytes = 64
+const maxNamespaceBytes = 64
 
-// MaxPolicies is how many policies one configuration may hold: one
+// maxPolicies is how many policies one configuration may hold: one
 // decision counts under all of a request's policies in one transaction,
 // and DynamoDB's holds 100 items.
-const MaxPolicies = 32
+const maxPolicies = 32
 
 // Validate reports what is wrong with p, or nil.
 func (p Policy) Validate() error {
@@ -128,8 +120,8 @@ func (p Policy) Validate() error {
 		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed, sliding or gcra", p.Name, string(p.Algorithm)))
 	}
 	if p.Namespace != "" {
-		if err := ValidKey(p.Namespace); err != nil || len(p.Namespace) > MaxNamespaceBytes {
-			errs = append(errs, fmt.Errorf("policy %q: namespace %q is not 1 to %d bytes of UTF-8 without control characters", p.Name, p.Namespace, MaxNamespaceBytes))
+		if err := ValidKey(p.Namespace); err != nil || len(p.Namespace) > maxNamespaceBytes {
+			errs = append(errs, fmt.Errorf("policy %q: namespace %q is not 1 to %d bytes of UTF-8 without control characters", p.Name, p.Namespace, maxNamespaceBytes))
 		}
 	}
 	for _, r := range p.Name {
@@ -142,13 +134,18 @@ func (p Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// StoreKey returns the key under which the store keeps key's counters for p.
-func (p Policy) StoreKey(key string) string {
-	if p.Namespace == "" {
-		return key
+func (p Policy) validateGCRA() []error {
+	var errs []error
+	if p.Limit > 0 && p.Window/time.Duration(p.Limit) < time.Microsecond {
+		errs = append(errs, fmt.Errorf("policy %q: a gcra limit of %d per %v lets a request through more often than every microsecond", p.Name, p.Limit, p.Window))
 	}
-	return p.Namespace + "\x1f" + key
+	switch {
+	case p.Burst < 0 || p.Burst > maxBurst:
+		errs = append(errs, fmt.Errorf("policy %q: burst %d is not from 1 to %d", p.Name, p.Burst, maxBurst))
+	case p.Burst == 0 && p.Limit > maxBurst:
+		errs = append(errs, fmt.Errorf("policy %q: with no burst set, the burst is the limit, %d, more than %d: set a burst", p.Name, p.Limit, maxBurst))
+	case p.Limit > 0 && p.Capacity() > int64(maxTolerance/max(p.Window/time.Duration(p.Limit), 1)):
+		errs = append(errs, fmt.Errorf("policy %q: a burst of %d every %v would take more than a century to drain", p.Name, p.Capacity(), p.Window/time.Duration(p.Limit)))
+	}
+	return errs
 }
-
-// WindowSeconds is the window length in whole seconds.
-func (p Policy) WindowSeconds() int64 { return int64(p.Window / time.Second) }

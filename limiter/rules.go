@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter/internal/strictjson"
+	"github.com/ft251/ratelimit/internal/strictjson"
 )
 
 // DefaultPolicyName names the seed's policy, from RATE_LIMIT and
@@ -68,7 +68,7 @@ func (r Rule) Validate() error {
 }
 
 // ValidateRules reports what is wrong with rules as one configuration:
-// each rule, and their policies together (ValidatePolicies).
+// each rule, and their policies together (validatePolicies).
 func ValidateRules(rules []Rule) error {
 	policies := make([]Policy, len(rules))
 	var errs []error
@@ -78,7 +78,7 @@ func ValidateRules(rules []Rule) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, together(policies)...)
+	errs = append(errs, asSet(policies)...)
 	return errors.Join(errs...)
 }
 

@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -57,8 +56,8 @@ type Check struct {
 	Cost int64
 }
 
-// Units is c's cost: Cost, or 1 when it is not set.
-func (c Check) Units() int64 { return max(c.Cost, 1) }
+// units is c's cost: Cost, or 1 when it is not set.
+func (c Check) units() int64 { return max(c.Cost, 1) }
 
 // Attempt is one request to be counted.
 type Attempt struct {
@@ -82,24 +81,10 @@ func (a Attempt) Validate() error {
 			return err
 		}
 		if c.Cost < 0 || c.Cost > MaxLimit {
-			return fmt.Errorf("policy %q: cost %d is not from 1 to %d", c.Policy.Name, c.Cost, int64(MaxLimit))
+			return refuse(ErrInvalidCost, "%d is not from 1 to %d", c.Cost, int64(MaxLimit))
 		}
 	}
 	return nil
-}
-
-// CalledAtLayout is how an audit record's time is written: UTC with
-// milliseconds, fixed width so that it sorts as text.
-const CalledAtLayout = "2006-01-02T15:04:05.000Z"
-
-// AuditBefore is the audit cutoff at now for a retention: audit records made
-// before it may be deleted. Zero retention keeps them forever and gives the
-// zero time, which Prune reads as "keep".
-func AuditBefore(now time.Time, retention time.Duration) time.Time {
-	if retention <= 0 {
-		return time.Time{}
-	}
-	return now.Add(-retention)
 }
 
 // Pruned reports what a Prune deleted: expired window counters, GCRA
@@ -109,8 +94,3 @@ type Pruned struct {
 	Buckets int64 `json:"buckets_deleted"`
 	Audit   int64 `json:"audit_deleted"`
 }
-
-// ErrUnavailable marks store failures that may clear by themselves: the file
-// or its directory is missing or read-only, the lock was not granted in time,
-// an I/O error. Callers answer them with their fail mode.
-var ErrUnavailable = errors.New("store unavailable")

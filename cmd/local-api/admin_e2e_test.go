@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
+	"github.com/ft251/ratelimit/internal/dynamotest"
 )
 
 // pingStatus sends GET /ping for key to addr and returns the status and

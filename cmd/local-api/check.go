@@ -89,7 +89,7 @@ func describeRoutes(w io.Writer, c config) {
 func describe(r limiter.Rule) string {
 	p, shadow := r.Policy, ""
 	kind := p.Algorithm.String() + " window"
-	if p.IsGCRA() {
+	if p.Algorithm == limiter.GCRA {
 		kind = fmt.Sprintf("gcra, burst %d", p.Capacity())
 	}
 	if r.Cost > 1 {

@@ -16,9 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	_ "modernc.org/sqlite"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/dynamotest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/dynamodb"
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
 )
 
 // checkPolicy is a backend's quota: 50 units a key in 30 days (no window
@@ -104,7 +105,7 @@ func TestCheckIsExactAcrossProcessesOnOneTable(t *testing.T) {
 	}
 	c := dynamotest.Client(t, m.Endpoint)
 	quota := limiter.Policy{Name: "quota", Limit: 50, Window: limiter.MaxWindow, Namespace: "quota"}
-	start := limiter.WindowStart(time.Now(), quota.Window)
+	start := decide.WindowStart(time.Now(), quota.Window)
 	got, err := c.GetItem(context.Background(), &sdk.GetItemInput{TableName: &table, Key: dynamodb.CounterKey(quota, "crowd", start), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)

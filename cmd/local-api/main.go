@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/stores"
@@ -176,7 +177,7 @@ func prune(ctx context.Context, log *slog.Logger, store limiter.Store, every, re
 		case <-t.C:
 		}
 		now := time.Now()
-		pruned, err := store.Prune(ctx, now, limiter.AuditBefore(now, retention))
+		pruned, err := store.Prune(ctx, now, decide.AuditBefore(now, retention))
 		if err != nil {
 			log.Warn("prune", "error", err.Error())
 			continue

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
+	"github.com/ft251/ratelimit/internal/dynamotest"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 

@@ -24,10 +24,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // answer is a response from either path: httptest or the Lambda adapter.
@@ -74,7 +75,7 @@ func checkKeyAnswer(t *testing.T, db *sql.DB, path, sent string, a answer, befor
 		}
 		return
 	}
-	rows, count := sqlitetest.Counter(t, db, want, limiter.WindowStart(fixtureNow, pingPolicy.Window))
+	rows, count := sqlitetest.Counter(t, db, want, decide.WindowStart(fixtureNow, pingPolicy.Window))
 	if rows != 1 {
 		t.Fatalf("%s: key %q: %d counter rows hold the key byte for byte, want 1", path, sent, rows)
 	}

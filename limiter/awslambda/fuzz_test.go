@@ -26,12 +26,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // eventTarget is one Lambda function as its main.go wires it, on a real
@@ -186,7 +187,7 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 				if count < 1 {
 					t.Fatalf("/ping 200 with count %v, for event %s", count, raw)
 				}
-				if rows, n := sqlitetest.Counter(t, target.db, key, limiter.WindowStart(fixtureNow, pingPolicy.Window)); rows != 1 || float64(n) != count {
+				if rows, n := sqlitetest.Counter(t, target.db, key, decide.WindowStart(fixtureNow, pingPolicy.Window)); rows != 1 || float64(n) != count {
 					t.Fatalf("/ping 200 for key %q with count %v, but the store has %d rows, count %d", key, count, rows, n)
 				}
 			}

@@ -15,10 +15,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // pingEvent is the ping fixture with its own copy of the headers, changed by
@@ -66,7 +67,7 @@ func TestHostileKeysThroughTheAdapter(t *testing.T) {
 			if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["key"] != key || b["count"] != float64(1) {
 				t.Fatalf("ping: %d %v, want 200 for key %q with count 1", resp.StatusCode, b, key)
 			}
-			if rows, n := sqlitetest.Counter(t, db, key, limiter.WindowStart(fixtureNow, pingPolicy.Window)); rows != 1 || n != 1 {
+			if rows, n := sqlitetest.Counter(t, db, key, decide.WindowStart(fixtureNow, pingPolicy.Window)); rows != 1 || n != 1 {
 				t.Errorf("%d counter rows hold the key's bytes, with count %d; want 1, with count 1", rows, n)
 			}
 			resp = f.invoke(t, statusEvent(t, key))

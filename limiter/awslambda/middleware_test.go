@@ -18,11 +18,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // shop is a user's own API: orders to read and place, uploads, and a health

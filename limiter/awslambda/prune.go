@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -37,7 +38,7 @@ func Prune(store limiter.Store, retention time.Duration, now func() time.Time, l
 		if at.Unix() <= 0 || at.After(clock) {
 			at = clock
 		}
-		auditBefore := limiter.AuditBefore(at, retention)
+		auditBefore := decide.AuditBefore(at, retention)
 		pruned, err := store.Prune(ctx, at, auditBefore)
 		res := PruneResult{Pruned: pruned, Now: at.UTC().Format(time.RFC3339)}
 		if !auditBefore.IsZero() {

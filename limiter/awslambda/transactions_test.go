@@ -5,9 +5,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/awslambda/lambdatest"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // TestOneWriteTransactionPerPingNonePerStatus counts committed write

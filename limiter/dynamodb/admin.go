@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -22,7 +24,7 @@ func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o
 	item := OverrideKey(p, key)
 	item[attrLimit], item[attrBurst] = num(o.Limit), num(o.Burst)
 	item["policy"], item["key"] = str(p.Name), str(key)
-	item["updated_at"] = str(time.Now().UTC().Format(limiter.CalledAtLayout))
+	item["updated_at"] = str(time.Now().UTC().Format(decide.CalledAtLayout))
 	var old map[string]types.AttributeValue
 	err := s.retry(ctx, "set override", func(ctx context.Context) error {
 		res, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.cfg.Table, Item: item, ReturnValues: types.ReturnValueAllOld})
@@ -67,8 +69,8 @@ func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string
 // before it, or its GCRA bucket, in one transaction.
 func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now time.Time) error {
 	keys := []map[string]types.AttributeValue{BucketKey(p, key)}
-	if !p.IsGCRA() {
-		start := limiter.WindowStart(now, p.Window)
+	if !(p.Algorithm == limiter.GCRA) {
+		start := decide.WindowStart(now, p.Window)
 		keys = []map[string]types.AttributeValue{CounterKey(p, key, start), CounterKey(p, key, start.Add(-p.Window))}
 	}
 	items := make([]types.TransactWriteItem, len(keys))
@@ -81,7 +83,7 @@ func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now tim
 func (s *Store) override(item map[string]types.AttributeValue) (*limiter.Override, error) {
 	o, err := overrideOf(item)
 	if err != nil {
-		return nil, s.failed(limiter.FaultCorrupt, "read override", 1, err)
+		return nil, s.failed(fault.Corrupt, "read override", 1, err)
 	}
 	return o, nil
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // Benchmarks of the DynamoDB store's requests against moto_server on

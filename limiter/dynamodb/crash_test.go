@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/storetest"
+	"github.com/ft251/ratelimit/internal/testproc"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/dynamodb"
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
-	"github.com/ft251/ratelimit/limiter/internal/testproc"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // roleWorker is the role of this test binary that TestKillNineBetweenWrites

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -17,7 +19,7 @@ import (
 // applied, what was read of them first, and the counts read back.
 type decision struct {
 	a      limiter.Attempt // with the effective policies
-	states []limiter.State
+	states []decide.State
 	keys   []map[string]types.AttributeValue // each window check's counter; nil for GCRA
 	// denied marks the checks known to have denied the attempt: by what
 	// was read, or by a failed condition. The others may have allowed it.
@@ -27,30 +29,39 @@ type decision struct {
 // Allow counts the attempt under each check and decides it; see the
 // package comment.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	o, err := s.allow(ctx, a)
+	if err != nil {
+		return limiter.Outcome{}, err
+	}
+	decide.Report(ctx, o)
+	return o.Public(), nil
+}
+
+func (s *Store) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, error) {
 	if err := a.Validate(); err != nil {
-		return limiter.Outcome{}, fmt.Errorf("dynamodb: %w", err)
+		return decide.Outcome{}, fmt.Errorf("dynamodb: %w", err)
 	}
 	if s.cfg.ReadOnly {
-		return limiter.Outcome{}, limiter.Failed(limiter.FaultUnavailable, "dynamodb: store opened read-only")
+		return decide.Outcome{}, fault.Failed(fault.Unavailable, "dynamodb: store opened read-only")
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
 	for try := 1; ; try++ {
 		d, err := s.prepare(ctx, a)
 		if err != nil {
-			return limiter.Outcome{}, err
+			return decide.Outcome{}, err
 		}
 		allowed, err := s.tryAllow(ctx, d)
 		if errors.Is(err, errBucketMoved) {
 			// Another decision moved a GCRA bucket since it was read:
 			// decide again from a fresh read.
 			if err := pause(ctx); err != nil {
-				return limiter.Outcome{}, s.failed(limiter.FaultBusy, "decide", try, errBucketMoved)
+				return decide.Outcome{}, s.failed(fault.Busy, "decide", try, errBucketMoved)
 			}
 			continue
 		}
 		if err != nil {
-			return limiter.Outcome{}, err
+			return decide.Outcome{}, err
 		}
 		if !allowed {
 			// Count the denied attempt under every window policy, all or
@@ -133,24 +144,24 @@ func (d *decision) windowCheck(n int) int {
 // or, under a policy known to have denied it, one more than its limit
 // allows. It never tells a client to wait for a policy that did not deny
 // it; it may tell one that more is left than is.
-func (d *decision) estimate(allowed bool) limiter.Outcome {
+func (d *decision) estimate(allowed bool) decide.Outcome {
 	for i, c := range d.a.Checks {
 		if d.keys[i] == nil {
 			continue
 		}
-		d.states[i].Cur = c.Units()
+		d.states[i].Cur = decide.Units(c)
 		if d.denied[i] {
-			d.states[i].Cur = d.below(i) + c.Units()
+			d.states[i].Cur = d.below(i) + decide.Units(c)
 		}
 	}
-	return d.a.Decided(d.states, allowed)
+	return decide.Decided(d.a, d.states, allowed)
 }
 
 // fits reports whether check i, as read, leaves the attempt room: a
 // window's counter below what it must be below, a GCRA bucket with room
 // for the cost.
 func (d *decision) fits(i int) bool {
-	if d.a.Checks[i].Policy.IsGCRA() {
+	if d.a.Checks[i].Policy.Algorithm == limiter.GCRA {
 		return d.gcra(i).Allowed
 	}
 	return d.below(i) >= 1
@@ -158,8 +169,8 @@ func (d *decision) fits(i int) bool {
 
 // gcra is GCRA check i's decision alone, from the bucket as read: whether
 // it lets the attempt through, and where it moves the bucket if so.
-func (d *decision) gcra(i int) limiter.Decision {
-	return limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}.Outcome(d.states[i : i+1]).Decisions[0]
+func (d *decision) gcra(i int) decide.Decision {
+	return decide.Decide(limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}, d.states[i:i+1]).Decisions[0]
 }
 
 // prepare reads, in one round trip, what a's checks are decided from
@@ -167,7 +178,7 @@ func (d *decision) gcra(i int) limiter.Decision {
 // policies (they no longer change) and GCRA buckets.
 func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, error) {
 	r := newReads()
-	states := make([]func() (limiter.State, error), len(a.Checks))
+	states := make([]func() (decide.State, error), len(a.Checks))
 	overrides := make([]func() map[string]types.AttributeValue, len(a.Checks))
 	for i, c := range a.Checks {
 		states[i] = r.state(c.Policy, c.Key, a.Now, false)
@@ -176,7 +187,7 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 	if err := s.read(ctx, r); err != nil {
 		return nil, err
 	}
-	d := &decision{a: a, states: make([]limiter.State, len(a.Checks)), keys: make([]map[string]types.AttributeValue, len(a.Checks)), denied: make([]bool, len(a.Checks))}
+	d := &decision{a: a, states: make([]decide.State, len(a.Checks)), keys: make([]map[string]types.AttributeValue, len(a.Checks)), denied: make([]bool, len(a.Checks))}
 	d.a.Checks = make([]limiter.Check, len(a.Checks))
 	for i, c := range a.Checks {
 		o, err := overrideOf(overrides[i]())
@@ -184,14 +195,14 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 			d.states[i], err = states[i]()
 		}
 		if err != nil {
-			return nil, s.failed(limiter.FaultCorrupt, "read", 1, err)
+			return nil, s.failed(fault.Corrupt, "read", 1, err)
 		}
 		d.a.Checks[i] = limiter.Check{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
-		if !c.Policy.IsGCRA() {
-			d.keys[i] = CounterKey(c.Policy, c.Key, limiter.WindowStart(a.Now, c.Policy.Window))
+		if c.Policy.Algorithm != limiter.GCRA {
+			d.keys[i] = CounterKey(c.Policy, c.Key, decide.WindowStart(a.Now, c.Policy.Window))
 		}
 	}
-	if err := d.a.Impossible(); err != nil {
+	if err := decide.Impossible(d.a); err != nil {
 		return nil, fmt.Errorf("dynamodb: %w", err) // before any write
 	}
 	return d, nil
@@ -202,7 +213,7 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 // plus one. For window checks only.
 func (d *decision) below(i int) int64 {
 	c := d.a.Checks[i]
-	return c.Policy.MaxCount(d.a.Now, d.states[i].Prev) - c.Units() + 1
+	return decide.MaxCount(c.Policy, d.a.Now, d.states[i].Prev) - decide.Units(c) + 1
 }
 
 // counts are the updates that add the attempt's cost to each window
@@ -214,14 +225,14 @@ func (d *decision) counts(s *Store, conditional bool) []types.TransactWriteItem 
 		if d.keys[i] == nil {
 			continue
 		}
-		start := limiter.WindowStart(d.a.Now, c.Policy.Window)
+		start := decide.WindowStart(d.a.Now, c.Policy.Window)
 		u := &types.Update{
 			TableName:                &s.cfg.Table,
 			Key:                      d.keys[i],
 			UpdateExpression:         aws.String("ADD #c :cost SET #w = :w, #e = :e"),
 			ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":cost": num(c.Units()), ":w": num(c.Policy.WindowSeconds()), ":e": num(start.Add(2 * c.Policy.Window).Unix()),
+				":cost": num(decide.Units(c)), ":w": num(decide.WindowSeconds(c.Policy)), ":e": num(start.Add(2 * c.Policy.Window).Unix()),
 			},
 		}
 		if conditional && !c.Policy.Shadow {
@@ -240,7 +251,7 @@ func (d *decision) counts(s *Store, conditional bool) []types.TransactWriteItem 
 func (d *decision) buckets(s *Store) []types.TransactWriteItem {
 	var items []types.TransactWriteItem
 	for i, c := range d.a.Checks {
-		if !c.Policy.IsGCRA() {
+		if c.Policy.Algorithm != limiter.GCRA {
 			continue
 		}
 		g := d.gcra(i)
@@ -254,7 +265,7 @@ func (d *decision) buckets(s *Store) []types.TransactWriteItem {
 			UpdateExpression:         aws.String("SET #t = :next, #m = :emission, #e = :e"),
 			ExpressionAttributeNames: map[string]string{"#t": attrTAT, "#m": attrEmission, "#e": attrExpires},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":next": num(next.UnixNano()), ":emission": num(int64(c.Policy.Emission())), ":e": num(next.Unix() + 1),
+				":next": num(next.UnixNano()), ":emission": num(int64(decide.Emission(c.Policy))), ":e": num(next.Unix() + 1),
 			},
 			ConditionExpression: aws.String("attribute_not_exists(#t)"),
 		}
@@ -270,7 +281,7 @@ func (d *decision) buckets(s *Store) []types.TransactWriteItem {
 // outcome reads the window counts back (the transactions returned none)
 // and decides: they may include attempts after this one; the decision
 // stands.
-func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (limiter.Outcome, error) {
+func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (decide.Outcome, error) {
 	r := newReads()
 	counters := make([]func() map[string]types.AttributeValue, len(d.keys))
 	for i, k := range d.keys {
@@ -293,11 +304,11 @@ func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (limiter
 		}
 		n, err := numberOf(get(), attrCount)
 		if err != nil {
-			return limiter.Outcome{}, s.failed(limiter.FaultCorrupt, "read counts", 1, err)
+			return decide.Outcome{}, s.failed(fault.Corrupt, "read counts", 1, err)
 		}
 		d.states[i].Cur = n
 	}
-	return d.a.Decided(d.states, allowed), nil
+	return decide.Decided(d.a, d.states, allowed), nil
 }
 
 // auditItem is the audit record of an allowed attempt, under its first
@@ -306,19 +317,19 @@ func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (limiter
 // sends the same record.
 func (s *Store) auditItem(a limiter.Attempt) map[string]types.AttributeValue {
 	first := a.Checks[0]
-	start := limiter.WindowStart(a.Now, first.Policy.Window)
+	start := decide.WindowStart(a.Now, first.Policy.Window)
 	nonce := make([]byte, 6)
 	crand.Read(nonce)
-	calledAt := a.Now.UTC().Format(limiter.CalledAtLayout)
+	calledAt := a.Now.UTC().Format(decide.CalledAtLayout)
 	item := map[string]types.AttributeValue{
 		attrPK:         str(AuditPartition(first.Key, start)),
 		attrSK:         str(calledAt + "#" + a.RequestID + "#" + hex.EncodeToString(nonce)),
 		"key":          str(first.Key),
-		"window_start": str(limiter.FormatWindow(start)),
+		"window_start": str(decide.FormatWindow(start)),
 		"called_at":    str(calledAt),
 		"route":        str(a.Route),
 		"request_id":   str(a.RequestID),
-		"cost":         num(first.Units()),
+		"cost":         num(decide.Units(first)),
 	}
 	if s.cfg.AuditRetention > 0 {
 		item[attrExpires] = num(a.Now.Add(s.cfg.AuditRetention).Unix())

@@ -12,11 +12,11 @@ import (
 	sdk "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/storetest"
+	"github.com/ft251/ratelimit/internal/testproc"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/dynamodb"
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
-	"github.com/ft251/ratelimit/limiter/internal/testproc"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // TestMain runs one moto_server for the package's tests, unless this

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -20,7 +21,7 @@ const (
 	attrExpires = "expires_at"
 	attrTAT     = "tat"
 	// attrEmission is the emission interval, in nanoseconds, a bucket's
-	// TAT was written with (limiter.State.Emission).
+	// TAT was written with (decide.State.Emission).
 	attrEmission = "emission_ns"
 	attrLimit    = "limit"
 	attrBurst    = "burst"
@@ -50,7 +51,7 @@ func num(v int64) types.AttributeValue {
 
 // CounterPartition is the partition key of key's counters under p.
 func CounterPartition(p limiter.Policy, key string) string {
-	return kindCounter + sep + p.StoreKey(key)
+	return kindCounter + sep + decide.StoreKey(p, key)
 }
 
 // CounterKey is the primary key of key's counter under p in the window
@@ -58,7 +59,7 @@ func CounterPartition(p limiter.Policy, key string) string {
 func CounterKey(p limiter.Policy, key string, windowStart time.Time) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		attrPK: str(CounterPartition(p, key)),
-		attrSK: str("window#" + limiter.FormatWindow(windowStart)),
+		attrSK: str("window#" + decide.FormatWindow(windowStart)),
 	}
 }
 
@@ -76,7 +77,7 @@ func OverrideKey(p limiter.Policy, key string) map[string]types.AttributeValue {
 
 // AuditPartition is the partition key of key's audit records in a window.
 func AuditPartition(key string, windowStart time.Time) string {
-	return kindCall + sep + key + sep + limiter.FormatWindow(windowStart)
+	return kindCall + sep + key + sep + decide.FormatWindow(windowStart)
 }
 
 // numberOf reads a number attribute of item; a missing one is 0.
@@ -88,8 +89,8 @@ func numberOf(item map[string]types.AttributeValue, attr string) (int64, error) 
 	n, err := strconv.ParseInt(v.Value, 10, 64)
 	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v.Value, "-") {
 		// The windows count denied attempts unconditionally: a count
-		// past an int64 denies under any limit, as limiter.MaxCount does.
-		return limiter.MaxCount, nil
+		// past an int64 denies under any limit, as decide.CountCap does.
+		return decide.CountCap, nil
 	}
 	return n, err
 }

@@ -12,10 +12,11 @@ import (
 	sdk "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/dynamodb"
-	"github.com/ft251/ratelimit/limiter/dynamodb/dynamotest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -35,7 +36,7 @@ func openBehindProxy(t *testing.T) (endpoint, table string, proxy *dynamotest.Pr
 func stored(t *testing.T, endpoint, table string, p limiter.Policy, key string, at time.Time) (count, audit int64) {
 	t.Helper()
 	c := dynamotest.Client(t, endpoint)
-	start := limiter.WindowStart(at, p.Window)
+	start := decide.WindowStart(at, p.Window)
 	got, err := c.GetItem(context.Background(), &sdk.GetItemInput{TableName: &table, Key: dynamodb.CounterKey(p, key, start), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
@@ -244,11 +245,11 @@ func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
 	table := dynamotest.CreateTable(t, endpoint)
 	store := open(t, endpoint, table)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Hour}
-	start := limiter.WindowStart(t0, p.Window)
+	start := decide.WindowStart(t0, p.Window)
 	forged := []string{
-		"call#alice#" + limiter.FormatWindow(start),                          // the old layout's audit partition
-		"call" + "\u241f" + "alice" + "\u241f" + limiter.FormatWindow(start), // look-alike separators
-		"counter", "alice#" + limiter.FormatWindow(start),
+		"call#alice#" + decide.FormatWindow(start),                          // the old layout's audit partition
+		"call" + "\u241f" + "alice" + "\u241f" + decide.FormatWindow(start), // look-alike separators
+		"counter", "alice#" + decide.FormatWindow(start),
 	}
 	if _, err := store.Allow(context.Background(), storetest.One(p, "alice", t0, "GET /ping", "alice")); err != nil {
 		t.Fatal(err)
@@ -305,7 +306,7 @@ func TestADecisionWhoseCountsCannotBeReadBackStands(t *testing.T) {
 
 // TestACountPastAnInt64Saturates: a counter DynamoDB has added up past an
 // int64 (its numbers hold 38 digits; the windows count denied attempts
-// unconditionally) reads as limiter.MaxCount and denies, where it used to
+// unconditionally) reads as decide.CountCap and denies, where it used to
 // fail every decision of the key.
 func TestACountPastAnInt64Saturates(t *testing.T) {
 	endpoint := dynamotest.Endpoint(t)
@@ -318,7 +319,7 @@ func TestACountPastAnInt64Saturates(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
-	if err != nil || o.Allowed || o.Decisions[0].Count != limiter.MaxCount {
+	if err != nil || o.Allowed || o.Decisions[0].Count != decide.CountCap {
 		t.Fatalf("a count past an int64: %+v, %v; want denied at MaxCount", o, err)
 	}
 	if u, err := s.Usage(context.Background(), p, "k", t0); err != nil || u.Remaining != 0 {
@@ -350,7 +351,7 @@ func TestALostAnswerThenAThrottledRepeatIsAppliedOnce(t *testing.T) {
 			t.Fatalf("%s: %+v, %v; want allowed", p.Name, o, err)
 		}
 		checkTokens(t, proxy.Calls())
-		if p.IsGCRA() {
+		if p.Algorithm == limiter.GCRA {
 			if u, err := s.Usage(context.Background(), p, "k", t0); err != nil || u.Remaining != 9 {
 				t.Errorf("gcra: %+v, %v; want the bucket moved once, 9 left", u, err)
 			}

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -25,13 +27,13 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	}
 	state, err := st()
 	if err != nil {
-		return limiter.Usage{}, s.failed(limiter.FaultCorrupt, "read counts", 1, err)
+		return limiter.Usage{}, s.failed(fault.Corrupt, "read counts", 1, err)
 	}
 	over, err := overrideOf(o())
 	if err != nil {
-		return limiter.Usage{}, s.failed(limiter.FaultCorrupt, "read override", 1, err)
+		return limiter.Usage{}, s.failed(fault.Corrupt, "read override", 1, err)
 	}
-	return p.With(over).UsageAt(key, now, state), nil
+	return decide.Usage(p.With(over), key, now, state), nil
 }
 
 // reads gathers items to read in one round trip: each add returns a
@@ -58,18 +60,18 @@ func (r *reads) add(key map[string]types.AttributeValue) func() map[string]types
 // state adds what key's state under p at now is read from: for a GCRA
 // policy its bucket, for a sliding one the previous window's counter, and
 // with current, the current window's too.
-func (r *reads) state(p limiter.Policy, key string, now time.Time, current bool) func() (limiter.State, error) {
-	start := limiter.WindowStart(now, p.Window)
+func (r *reads) state(p limiter.Policy, key string, now time.Time, current bool) func() (decide.State, error) {
+	start := decide.WindowStart(now, p.Window)
 	switch {
-	case p.IsGCRA():
+	case (p.Algorithm == limiter.GCRA):
 		bucket := r.add(BucketKey(p, key))
-		return func() (limiter.State, error) {
+		return func() (decide.State, error) {
 			ns, err := numberOf(bucket(), attrTAT)
 			if err != nil || ns == 0 {
-				return limiter.State{}, err
+				return decide.State{}, err
 			}
 			emission, err := numberOf(bucket(), attrEmission)
-			return limiter.State{TAT: time.Unix(0, ns), Emission: time.Duration(emission)}, err
+			return decide.State{TAT: time.Unix(0, ns), Emission: time.Duration(emission)}, err
 		}
 	}
 	none := func() map[string]types.AttributeValue { return nil }
@@ -77,10 +79,10 @@ func (r *reads) state(p limiter.Policy, key string, now time.Time, current bool)
 	if current {
 		cur = r.add(CounterKey(p, key, start))
 	}
-	if p.IsSliding() {
+	if p.Algorithm == limiter.Sliding {
 		prev = r.add(CounterKey(p, key, start.Add(-p.Window)))
 	}
-	return func() (st limiter.State, err error) {
+	return func() (st decide.State, err error) {
 		if st.Cur, err = numberOf(cur(), attrCount); err == nil {
 			st.Prev, err = numberOf(prev(), attrCount)
 		}
@@ -117,7 +119,7 @@ func (s *Store) read(ctx context.Context, r *reads) error {
 		}
 		if pending = res.UnprocessedKeys[s.cfg.Table].Keys; len(pending) > 0 {
 			if err := pause(ctx); err != nil {
-				return s.failed(limiter.FaultBusy, "read", 1, err)
+				return s.failed(fault.Busy, "read", 1, err)
 			}
 		}
 	}

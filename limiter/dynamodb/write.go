@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go"
+	"github.com/ft251/ratelimit/internal/fault"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/internal/backoff"
 )
 
 // conditionFailed is what transact returns when conditions of the
@@ -127,13 +127,13 @@ func (s *Store) transact(ctx context.Context, op string, items []types.TransactW
 		case stillOpen, lost:
 			mayBeApplied = true
 		default:
-			return s.failed(limiter.FaultUnavailable, op, try, err)
+			return s.failed(fault.Unavailable, op, try, err)
 		}
 		if err := pause(ctx); err != nil {
 			if mayBeApplied {
-				return s.failed(limiter.FaultUnavailable, op, try, err)
+				return s.failed(fault.Unavailable, op, try, err)
 			}
-			return s.failed(limiter.FaultBusy, op, try, err)
+			return s.failed(fault.Busy, op, try, err)
 		}
 	}
 }
@@ -159,19 +159,19 @@ func (s *Store) retry(ctx context.Context, op string, read func(context.Context)
 		case err == nil:
 			return nil
 		case !throttled(err):
-			return s.failed(limiter.FaultUnavailable, op, try, err)
+			return s.failed(fault.Unavailable, op, try, err)
 		}
 		if err := pause(ctx); err != nil {
-			return s.failed(limiter.FaultBusy, op, try, err)
+			return s.failed(fault.Busy, op, try, err)
 		}
 	}
 }
 
 // pause sleeps a jittered 5 to 50 ms between tries, or fails when ctx ends.
 func pause(ctx context.Context) error {
-	return limiter.Sleep(ctx, time.Duration(5+rand.IntN(45))*time.Millisecond)
+	return backoff.Sleep(ctx, time.Duration(5+rand.IntN(45))*time.Millisecond)
 }
 
-func (s *Store) failed(f limiter.Fault, op string, tries int, err error) error {
-	return limiter.Failed(f, "dynamodb: %s %s (%d tries): %w", op, s.cfg.Table, tries, err)
+func (s *Store) failed(f fault.Class, op string, tries int, err error) error {
+	return fault.Failed(f, "dynamodb: %s %s (%d tries): %w", op, s.cfg.Table, tries, err)
 }

@@ -96,7 +96,7 @@ func (a *API) adminAction(action func(*request, adminTarget) error) http.Handler
 		}
 		key := r.PathValue("key")
 		if err := limiter.ValidKey(key); err != nil {
-			req.fail(invalidKey(err))
+			req.fail(refusal(err))
 			return
 		}
 		if strings.Trim(key, " \t") != key {
@@ -124,7 +124,7 @@ type overrideBody struct {
 // GCRA policy only.
 func overrideOf(t adminTarget, o limiter.Override) overrideBody {
 	b := overrideBody{Policy: t.policy.Name, Key: t.key, Limit: o.Limit}
-	if t.policy.IsGCRA() {
+	if t.policy.Algorithm == limiter.GCRA {
 		burst := t.policy.With(&o).Capacity()
 		b.Burst = &burst
 	}

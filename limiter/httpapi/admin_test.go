@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/rejectcache"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // adminRules are /ping's policy, a check quota and a GCRA bucket.
@@ -214,10 +215,10 @@ func TestAdminRefusesWhatWouldNotApply(t *testing.T) {
 // TestAnOverrideReachesTheRejectCacheAtOnce: a key denied from memory
 // under its old limit is decided by the store under its new one as soon
 // as this process sets the override (or resets the key), not up to
-// limiter.MaxRemembered later.
+// rejectcache.MaxRemembered later.
 func TestAnOverrideReachesTheRejectCacheAtOnce(t *testing.T) {
 	store := sqlitetest.Open(t, limiter.StoreConfig{})
-	f := newFixture(t, httpapi.Options{Store: limiter.NewRejectCache(store, 0), Routes: []string{httpapi.RoutePing, httpapi.RouteAdmin}})
+	f := newFixture(t, httpapi.Options{Store: rejectcache.New(store, 0), Routes: []string{httpapi.RoutePing, httpapi.RouteAdmin}})
 	for range 4 {
 		f.do(t, "GET", "/ping", "X-Client-Key", "alice")
 	}

@@ -43,8 +43,8 @@ type Metrics interface {
 	// the store took (metrics.NoLatency for a decision made from memory).
 	Decision(at time.Time, policy, route, decision string, latency time.Duration)
 	// StoreError records a request the store failed to decide, with the
-	// failure's class (limiter.Fault).
-	StoreError(at time.Time, route string, fault limiter.Fault)
+	// failure's class (fault.Class).
+	StoreError(at time.Time, route, fault string)
 }
 
 var _ Metrics = (*metrics.EMF)(nil)

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/rejectcache"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // t0 is 2026-01-01T00:00:00Z; the tests' clock reads t0 + 18s, 42 s before
@@ -328,7 +329,7 @@ func TestPanicBecomesA500Problem(t *testing.T) {
 
 func TestDenialFromMemoryHasTheSameAnswer(t *testing.T) {
 	s := sqlitetest.Open(t, limiter.StoreConfig{})
-	f := newFixture(t, httpapi.Options{Store: limiter.NewRejectCache(s, 0)})
+	f := newFixture(t, httpapi.Options{Store: rejectcache.New(s, 0)})
 	for range 3 {
 		f.do(t, "GET", "/ping", "X-Client-Key", "alice")
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // BenchmarkGuard compares, on one store, /ping with a route of your own

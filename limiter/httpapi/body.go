@@ -8,7 +8,7 @@ import (
 	"mime"
 	"net/http"
 
-	"github.com/ft251/ratelimit/limiter/internal/strictjson"
+	"github.com/ft251/ratelimit/internal/strictjson"
 )
 
 // MaxCheckBody bounds a POST /check or admin body.

@@ -1,8 +1,8 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -57,19 +57,21 @@ func (a *API) check(req *request) error {
 	if err := readJSON(req, &in, badCheck, `{"key": "user-42"}`); err != nil {
 		return err
 	}
-	a2, err := a.checkAttempt(req, in)
+	r, err := a.checkRequest(req, in)
 	if err != nil {
 		return err
 	}
-	o, err := a.decide(req, checkRoute, a2.Checks)
+	o, err := a.decide(req, checkRoute, r.Key, func(ctx context.Context) (limiter.Outcome, error) {
+		return a.limiter.Check(ctx, r)
+	})
 	if err != nil {
-		if err := a.undecided(req, err, a2.Checks[0].Policy.Window); err != nil {
+		if err := a.undecided(req, err, a.shortestWindow(r.Policies)); err != nil {
 			return err
 		}
-		return req.ok(degradedCheck(a2))
+		return req.ok(a.degradedCheck(r))
 	}
 	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
-	body := checkBody{Allowed: o.Allowed, Key: req.key, Cost: a2.Checks[0].Units()}
+	body := checkBody{Allowed: o.Allowed, Key: req.key, Cost: o.Decisions[0].Cost}
 	if !o.Allowed {
 		body.RetryAfter = int64(max(o.RetryAfter(), time.Second) / time.Second)
 	}
@@ -83,23 +85,25 @@ func (a *API) check(req *request) error {
 	return req.ok(body)
 }
 
-// checkAttempt is the attempt the body asks for, or a 400 problem saying
-// why not.
-func (a *API) checkAttempt(req *request, in checkRequest) (limiter.Attempt, error) {
+// checkRequest is the check the body asks for, or a 400 problem saying
+// what in the body is wrong. What only the limiter can tell (an unknown
+// policy, a cost beyond a policy's capacity, a key that is not valid) it
+// refuses when asked, counting nothing.
+func (a *API) checkRequest(req *request, in checkRequest) (limiter.Request, error) {
 	if in.Key == nil {
-		return limiter.Attempt{}, badCheck(`"key" is required`)
+		return limiter.Request{}, badCheck(`"key" is required`)
 	}
 	var cost int64 = 1
 	if in.Cost != nil {
 		var ok bool
 		if cost, ok = wholeNumber(in.Cost); !ok || cost < 1 {
-			return limiter.Attempt{}, badCheck(fmt.Sprintf(`"cost" must be a whole number of at least 1, not %s`, truncate(string(in.Cost), 40)))
+			return limiter.Request{}, badCheck(fmt.Sprintf(`"cost" must be a whole number of at least 1, not %s`, truncate(string(in.Cost), 40)))
 		}
 	}
 	var names []string
 	switch {
 	case in.Policies != nil && len(*in.Policies) == 0:
-		return limiter.Attempt{}, badCheck(`"policies" is empty: name at least one, or leave it out`)
+		return limiter.Request{}, badCheck(`"policies" is empty: name at least one, or leave it out`)
 	case in.Policies != nil:
 		names = *in.Policies
 	default:
@@ -108,21 +112,23 @@ func (a *API) checkAttempt(req *request, in checkRequest) (limiter.Attempt, erro
 			names = append(names, r.Policy.Name)
 		}
 		if len(names) == 0 {
-			return limiter.Attempt{}, badCheck(`no policy guards POST /check: name "policies"`)
+			return limiter.Request{}, badCheck(`no policy guards POST /check: name "policies"`)
 		}
 	}
-	att, err := a.limiter.Attempt(req.r.Context(), req.now, limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
-		Route: checkRoute, RequestID: req.caller.RequestID})
-	switch {
-	case errors.Is(err, limiter.ErrInvalidKey):
-		return att, invalidKey(err)
-	case errors.Is(err, limiter.ErrUnknownPolicy) || errors.Is(err, limiter.ErrPolicyTwice) || errors.Is(err, limiter.ErrInvalidCost):
-		return att, badCheck(err.Error())
-	case err != nil: // the store, reading an override
-		req.err, req.decision = err, "error"
-		return att, storeUnavailable(time.Minute)
+	return limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
+		At: req.now, Route: checkRoute, RequestID: req.caller.RequestID}, nil
+}
+
+// shortestWindow is the shortest window of the policies named, which the
+// limiter found: a 503's Retry-After is capped by it.
+func (a *API) shortestWindow(names []string) time.Duration {
+	var w time.Duration
+	for _, name := range names {
+		if p, ok := a.policy(name); ok && (w == 0 || p.Window < w) {
+			w = p.Window
+		}
 	}
-	return att, nil
+	return w
 }
 
 // wholeNumber reads a JSON number that is a whole number, in any of the
@@ -151,12 +157,13 @@ func (e *engine) policies() []limiter.Policy {
 	return out
 }
 
-// degradedCheck is the answer with the store down and FAIL_MODE=open:
-// allowed, and nothing known.
-func degradedCheck(a limiter.Attempt) checkBody {
-	body := checkBody{Allowed: true, Degraded: true, Key: a.Checks[0].Key, Cost: a.Checks[0].Units()}
-	for _, c := range a.Checks {
-		body.Policies = append(body.Policies, checkPolicyBody{Name: c.Policy.Name, Algorithm: c.Policy.Algorithm.String(), Limit: c.Policy.Limit, Shadow: c.Policy.Shadow})
+// degradedCheck is the answer to r with the store down and
+// FAIL_MODE=open: allowed, and nothing known.
+func (a *API) degradedCheck(r limiter.Request) checkBody {
+	body := checkBody{Allowed: true, Degraded: true, Key: r.Key, Cost: r.Cost}
+	for _, name := range r.Policies {
+		p, _ := a.policy(name)
+		body.Policies = append(body.Policies, checkPolicyBody{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Shadow: p.Shadow})
 	}
 	return body
 }

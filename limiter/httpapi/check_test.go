@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // checkRules are a backend's policies for POST /check, 100 a minute and

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
@@ -224,20 +226,10 @@ func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
 		}
 		checks = append(checks, limiter.Check{Policy: rl.Policy, Key: key, Cost: cost})
 	}
-	// A cost no policy could ever let through is refused before it is
-	// counted. The store failing to tell a key's override is left to the
-	// decision, which fails alike, or applies the override itself.
-	err := limiter.ValidateCosts(req.r.Context(), e.opts.Store, checks)
-	if errors.Is(err, limiter.ErrInvalidCost) {
-		return nil, costProblem(err)
-	}
+	// A cost no policy could ever let through is refused by the store,
+	// which reads the key's overrides in the decision's transaction and
+	// counts nothing (decide's ErrInvalidCost).
 	return checks, nil
-}
-
-// costProblem is the 400 answer to a cost that could never pass.
-func costProblem(err error) *Problem {
-	_, why, _ := strings.Cut(err.Error(), limiter.ErrInvalidCost.Error()+": ")
-	return problem(http.StatusBadRequest, TypeInvalidRequest, "The request's cost "+why+".")
 }
 
 // keyOf finds the rule's key in req: by its KeyFunc, or its KeySource.
@@ -255,7 +247,7 @@ func (rl *rule) keyOf(req *request) (string, error) {
 		return "", problem(http.StatusBadRequest, TypeInvalidKey, "The request's client key cannot be told.")
 	}
 	if err := limiter.ValidKey(key); err != nil {
-		return "", invalidKey(err)
+		return "", refusal(err)
 	}
 	return key, nil
 }
@@ -281,28 +273,37 @@ func (rl *rule) costOf(req *request) (int64, error) {
 	return cost, nil
 }
 
-// decide counts the attempt of req under checks and decides it, measuring
-// each policy's decision and any store error. The error is the store's;
-// the caller answers it with the fail mode.
-func (e *engine) decide(req *request, route string, checks []limiter.Check) (limiter.Outcome, error) {
-	req.key = checks[0].Key
+// allow counts req's attempt under checks at route, and decides it (see
+// decide).
+func (e *engine) allow(req *request, route string, checks []limiter.Check) (limiter.Outcome, error) {
+	return e.decide(req, route, checks[0].Key, func(ctx context.Context) (limiter.Outcome, error) {
+		return e.opts.Store.Allow(ctx, limiter.Attempt{Checks: checks, Now: req.now, Route: route, RequestID: req.caller.RequestID})
+	})
+}
+
+// decide has the store decide req (by ask), under key, measuring each
+// policy's decision and any store error. A refusal (a cost the key's
+// policies could never let through, an unknown policy: counting nothing)
+// is returned as its problem; any other error is the store's, for the
+// caller to answer with the fail mode (undecided).
+func (e *engine) decide(req *request, route, key string, ask func(context.Context) (limiter.Outcome, error)) (limiter.Outcome, error) {
+	req.key = key
 	began := time.Now()
-	o, err := e.opts.Store.Allow(req.r.Context(), limiter.Attempt{Checks: checks, Now: req.now, Route: route, RequestID: req.caller.RequestID})
+	ctx, whole := decide.Capture(req.r.Context())
+	o, err := ask(ctx)
 	latency := time.Since(began)
-	if errors.Is(err, limiter.ErrInvalidCost) {
-		// The key's override, read in the decision's transaction, leaves
-		// the cost no way through: refused, nothing counted.
-		return o, costProblem(err)
+	if p := refusal(err); p != nil {
+		return o, p
 	}
 	if err != nil {
 		req.err = err
 		if e.opts.Metrics != nil && !req.cancelled() {
-			e.opts.Metrics.StoreError(req.now, route, limiter.FaultOf(err))
+			e.opts.Metrics.StoreError(req.now, route, string(fault.Of(err)))
 		}
 		return o, err
 	}
 	req.outcome = &o
-	req.count, req.fromMemory = o.Decisions[0].Count, o.Decisions[0].FromMemory
+	req.count, req.fromMemory = o.Decisions[0].Count, whole.FromMemory
 	req.decision = "rejected"
 	if o.Allowed {
 		req.decision = "allowed"
@@ -312,7 +313,7 @@ func (e *engine) decide(req *request, route string, checks []limiter.Check) (lim
 			// A denial from memory took no store time: measuring it would
 			// pull the latency figures toward zero.
 			took := latency
-			if d.FromMemory {
+			if whole.FromMemory {
 				took = metrics.NoLatency
 			}
 			e.opts.Metrics.Decision(req.now, d.Policy.Name, route, decisionName(d), took)

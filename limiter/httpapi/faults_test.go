@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/testproc"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/internal/testproc"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // roleLockHolder is the role of this test binary as another process that
@@ -42,9 +42,9 @@ func holdLock(path string) {
 	bufio.NewReader(os.Stdin).ReadString('\n')
 }
 
-// fault is a way the database can fail under a running service, with the
+// breakage is a way the database can fail under a running service, with the
 // means to clear it.
-type fault struct {
+type breakage struct {
 	name  string
 	apply func(t *testing.T, dir, path string) (clear func())
 }
@@ -63,7 +63,7 @@ func chattr(t *testing.T, flag, path string) {
 	}
 }
 
-var faults = []fault{
+var faults = []breakage{
 	{"directory missing", func(t *testing.T, dir, path string) func() {
 		moved := dir + ".away"
 		if err := os.Rename(dir, moved); err != nil {

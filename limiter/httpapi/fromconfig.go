@@ -3,6 +3,7 @@ package httpapi
 import (
 	"io"
 
+	"github.com/ft251/ratelimit/internal/rejectcache"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
@@ -17,7 +18,7 @@ import (
 func FromConfig(cfg limiter.Config, store limiter.Store, metricsOut io.Writer) Options {
 	opts := Options{Store: store, Rules: cfg.Rules, FailMode: cfg.FailMode}
 	if cfg.RejectCache {
-		opts.Store = limiter.NewRejectCache(store, limiter.DefaultRejectCacheSize)
+		opts.Store = rejectcache.New(store, rejectcache.DefaultSize)
 	}
 	if cfg.Metrics {
 		opts.Metrics = metrics.New(metricsOut, cfg.MetricsNamespace)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ft251/ratelimit/internal/rejectcache"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 )
@@ -25,7 +26,7 @@ func TestConfiguredFollowsTheEnvironment(t *testing.T) {
 
 	var out bytes.Buffer
 	opts := httpapi.FromConfig(cfgFrom(map[string]string{"REJECT_CACHE": "on", "RATE_LIMIT": "1", "FAIL_MODE": "open", "METRICS_NAMESPACE": "RateLimit/x"}), store, &out)
-	if _, ok := opts.Store.(*limiter.RejectCache); !ok || opts.FailMode != limiter.FailOpen || opts.Rules[0].Policy.Limit != 1 || opts.Metrics == nil {
+	if _, ok := opts.Store.(*rejectcache.Cache); !ok || opts.FailMode != limiter.FailOpen || opts.Rules[0].Policy.Limit != 1 || opts.Metrics == nil {
 		t.Fatalf("options %+v: want a reject cache, fail open, limit 1 and metrics", opts)
 	}
 	f := newFixture(t, opts)

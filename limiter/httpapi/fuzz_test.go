@@ -22,10 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // fuzzPolicy is the /ping policy of the fuzz targets: few enough requests
@@ -76,7 +77,7 @@ func (c *checkedStore) dataVersion(tb testing.TB) int64 {
 // key's bytes exactly: how many rows match, and the count of the row.
 func (c *checkedStore) stored(tb testing.TB, key string) (rows, count int64) {
 	tb.Helper()
-	return sqlitetest.Counter(tb, c.db, key, limiter.WindowStart(now, fuzzPolicy.Window))
+	return sqlitetest.Counter(tb, c.db, key, decide.WindowStart(now, fuzzPolicy.Window))
 }
 
 // FuzzStatusQuery sends arbitrary raw query strings to /status, set on

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // guard is a handler behind the middleware, and what it logged.
@@ -304,7 +304,7 @@ type countingMetrics struct{ decisions, storeErrors atomic.Int64 }
 func (m *countingMetrics) Decision(time.Time, string, string, string, time.Duration) {
 	m.decisions.Add(1)
 }
-func (m *countingMetrics) StoreError(time.Time, string, limiter.Fault) { m.storeErrors.Add(1) }
+func (m *countingMetrics) StoreError(time.Time, string, string) { m.storeErrors.Add(1) }
 
 // TestAClientThatLeftIsNotAStoreFault: a request whose client went away
 // before the store answered is logged "cancelled", at INFO, and is not

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -23,7 +24,7 @@ func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
 	var tightest *limiter.Decision
 	for i := range ds {
 		d := &ds[i]
-		policies[i] = fmt.Sprintf("%q;q=%d;w=%d", d.Policy.Name, d.Policy.Limit, d.Policy.WindowSeconds())
+		policies[i] = fmt.Sprintf("%q;q=%d;w=%d", d.Policy.Name, d.Policy.Limit, decide.WindowSeconds(d.Policy))
 		limits[i] = fmt.Sprintf("%q;r=%d;t=%d", d.Policy.Name, d.Remaining, int64(d.ResetAfter/time.Second))
 		if tightest == nil || tightest.Policy.Shadow && !d.Policy.Shadow ||
 			tightest.Policy.Shadow == d.Policy.Shadow && (d.Remaining < tightest.Remaining ||

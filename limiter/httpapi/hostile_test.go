@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // hostileFixture is a fixture whose store the test also reads through a
@@ -207,7 +208,7 @@ func TestFloodOfDistinctKeysIsPrunedTwoWindowsLater(t *testing.T) {
 			t.Fatalf("key %d: %d, want 200", i, code)
 		}
 	}
-	window := limiter.FormatWindow(t0)
+	window := decide.FormatWindow(t0)
 	if got := c.tables(t); got != (sqlitetest.Rows{Windows: keys, Calls: keys}) {
 		t.Fatalf("tables %+v after %d distinct keys, want %d rows in each", got, keys, keys)
 	}

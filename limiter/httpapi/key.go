@@ -106,14 +106,7 @@ func clientKey(r *http.Request, c Caller, src limiter.KeySource) (string, error)
 		}
 	}
 	if err := limiter.ValidKey(key); err != nil {
-		return "", invalidKey(err)
+		return "", refusal(err)
 	}
 	return key, nil
-}
-
-// invalidKey is the 400 answer to a key that limiter.ValidKey rejected.
-func invalidKey(err error) *Problem {
-	why := strings.TrimPrefix(err.Error(), limiter.ErrInvalidKey.Error()+": ")
-	return problem(http.StatusBadRequest, TypeInvalidKey,
-		"The client key is not acceptable: "+why+". Keys are 1 to 256 bytes of UTF-8 without control characters or U+FFFD.")
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
@@ -55,7 +56,7 @@ func (e *engine) log(req *request) {
 	case req.err != nil:
 		// A fault that will not clear by itself (a corrupt file, a newer
 		// schema) needs an operator: ERROR, where a busy lock is a WARN.
-		fault := limiter.FaultOf(req.err)
+		fault := fault.Of(req.err)
 		level = slog.LevelWarn
 		if !fault.Transient() {
 			level = slog.LevelError

@@ -66,7 +66,7 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.pass(g.next, r)
 		return
 	}
-	o, err := g.decide(req, route, checks)
+	o, err := g.allow(req, route, checks)
 	if err != nil {
 		if err := g.undecided(req, err, checks[0].Policy.Window); err != nil {
 			req.fail(err)

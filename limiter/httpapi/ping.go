@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -25,7 +26,7 @@ func newUsageBody(u limiter.Usage) usageBody {
 		Count:        u.Count,
 		Limit:        u.Policy.Limit,
 		Remaining:    u.Remaining,
-		WindowStart:  limiter.FormatWindow(u.WindowStart),
+		WindowStart:  decide.FormatWindow(u.WindowStart),
 		ResetSeconds: int64(u.ResetAfter.Seconds()),
 		Burst:        burstOf(u.Policy),
 	}
@@ -33,7 +34,7 @@ func newUsageBody(u limiter.Usage) usageBody {
 
 // burstOf is p's bucket size for GCRA, zero (left out) for the windows.
 func burstOf(p limiter.Policy) int64 {
-	if p.IsGCRA() {
+	if p.Algorithm == limiter.GCRA {
 		return p.Capacity()
 	}
 	return 0
@@ -92,7 +93,7 @@ func (a *API) ping(req *request) error {
 		req.decision = "uncounted"
 		return req.ok(uncountedBody{})
 	}
-	o, err := a.decide(req, pingRoute, checks)
+	o, err := a.allow(req, pingRoute, checks)
 	if err != nil {
 		if err := a.undecided(req, err, checks[0].Policy.Window); err != nil {
 			return err

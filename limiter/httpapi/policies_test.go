@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/metrics"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
 )
 
 // fourPolicies are configured as a user would, through POLICIES: the seed's
@@ -272,11 +273,11 @@ func (s faultyStore) Allow(context.Context, limiter.Attempt) (limiter.Outcome, e
 // "corrupt" from "busy". Both get the fail mode's answer.
 func TestPersistentFaultsAreErrorsWithTheirClass(t *testing.T) {
 	for _, tc := range []struct {
-		fault limiter.Fault
+		fault fault.Class
 		level string
-	}{{limiter.FaultCorrupt, "ERROR"}, {limiter.FaultSchema, "ERROR"}, {limiter.FaultJournalMode, "ERROR"}, {limiter.FaultBusy, "WARN"}, {limiter.FaultUnavailable, "WARN"}} {
+	}{{fault.Corrupt, "ERROR"}, {fault.Schema, "ERROR"}, {fault.JournalMode, "ERROR"}, {fault.Busy, "WARN"}, {fault.Unavailable, "WARN"}} {
 		var emf bytes.Buffer
-		err := limiter.Failed(tc.fault, "sqlite: decide /x.db: injected")
+		err := fault.Failed(tc.fault, "sqlite: decide /x.db: injected")
 		f := newFixture(t, httpapi.Options{Store: faultyStore{Store: sqlitetest.Open(t, limiter.StoreConfig{}), err: err}, Metrics: metrics.New(&emf, "")})
 		w := f.do(t, "GET", "/ping", "X-Client-Key", "alice")
 		wantProblem(t, w, 503, httpapi.TypeStoreUnavailable, "/ping")

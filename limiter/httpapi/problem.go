@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -94,14 +95,14 @@ func rateLimited(o limiter.Outcome) *Problem {
 		if d.Policy.Limit == 1 {
 			requests = " request"
 		}
-		limit := strconv.FormatInt(d.Policy.Limit, 10) + requests + " per " + strconv.FormatInt(d.Policy.WindowSeconds(), 10) + "s"
+		limit := strconv.FormatInt(d.Policy.Limit, 10) + requests + " per " + strconv.FormatInt(decide.WindowSeconds(d.Policy), 10) + "s"
 		if d.Allowed {
 			usedUp = append(usedUp, "The limit of "+limit+" for key '"+d.Key+"' is used up too.")
 		} else {
 			details = append(details, "Rate limit of "+limit+" exceeded for key '"+d.Key+"'.")
 		}
 		policies = append(policies, deniedPolicy{
-			Name: d.Policy.Name, Limit: d.Policy.Limit, WindowSeconds: d.Policy.WindowSeconds(),
+			Name: d.Policy.Name, Limit: d.Policy.Limit, WindowSeconds: decide.WindowSeconds(d.Policy),
 			Algorithm: d.Policy.Algorithm.String(), RetryAfter: int64(d.ResetAfter / time.Second), Denied: !d.Allowed,
 		})
 	}

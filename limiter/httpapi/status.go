@@ -33,7 +33,7 @@ func (a *API) status(req *request) error {
 		return problem(http.StatusBadRequest, TypeInvalidQuery, "The query parameter 'key' is required, e.g. /status?key=alice.")
 	}
 	if err := limiter.ValidKey(key); err != nil {
-		return invalidKey(err)
+		return refusal(err)
 	}
 	policies := a.limiter.Policies
 	if names := q["policy"]; len(names) > 0 {

@@ -13,7 +13,7 @@
 //   - StoreErrors (Count), by Route, by Fault, and with no dimension at all
 //     (so one alarm covers every route): requests the store failed to
 //     decide, which the fail mode answered. Fault is the failure's class
-//     (limiter.Fault: busy, unavailable, corrupt, schema, journal_mode), so
+//     (fault.Class: busy, unavailable, corrupt, schema, journal_mode), so
 //     that an alarm on the classes that do not clear by themselves can say
 //     "corrupt" rather than "busy".
 package metrics
@@ -23,8 +23,6 @@ import (
 	"io"
 	"sync"
 	"time"
-
-	"github.com/ft251/ratelimit/limiter"
 )
 
 // DefaultNamespace is the CloudWatch namespace when none is configured.
@@ -98,7 +96,7 @@ func (e *EMF) Decision(at time.Time, policy, route, decision string, latency tim
 
 // StoreError records a request the store failed to decide, and the class
 // of the failure.
-func (e *EMF) StoreError(at time.Time, route string, fault limiter.Fault) {
+func (e *EMF) StoreError(at time.Time, route, fault string) {
 	e.write(map[string]any{
 		"_aws": metadata{Timestamp: at.UnixMilli(), CloudWatchMetrics: []directive{{
 			Namespace:  e.Namespace,
@@ -106,7 +104,7 @@ func (e *EMF) StoreError(at time.Time, route string, fault limiter.Fault) {
 			Metrics:    []metricDef{{"StoreErrors", "Count"}},
 		}}},
 		"Route":       route,
-		"Fault":       string(fault),
+		"Fault":       fault,
 		"StoreErrors": 1,
 	})
 }

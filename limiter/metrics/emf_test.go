@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
 
@@ -65,7 +64,7 @@ func TestDecisionLineIsEMF(t *testing.T) {
 
 func TestStoreErrorLineIsEMFWithARouteAndAnOverallSeries(t *testing.T) {
 	var b bytes.Buffer
-	metrics.New(&b, "").StoreError(at, "GET /ping", limiter.FaultCorrupt)
+	metrics.New(&b, "").StoreError(at, "GET /ping", "corrupt")
 	m := lines(t, &b)[0]
 	dir := m["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
 	if dir["Namespace"] != metrics.DefaultNamespace {
@@ -95,7 +94,7 @@ func TestLinesStayWholeUnderConcurrency(t *testing.T) {
 				if i%2 == 0 {
 					e.Decision(at, "ping", "GET /ping", metrics.Allowed, time.Millisecond)
 				} else {
-					e.StoreError(at, "GET /ping", limiter.FaultBusy)
+					e.StoreError(at, "GET /ping", "busy")
 				}
 			}
 		}()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -27,10 +28,10 @@ func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o
 	}
 	var before *limiter.Override
 	err := s.writeKey(ctx, "set override", key, func(tx *sql.Tx) (err error) {
-		if before, err = readOverride(ctx, tx, p.StoreKey(key)); err != nil {
+		if before, err = readOverride(ctx, tx, decide.StoreKey(p, key)); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, setOverrideSQL, p.StoreKey(key), p.Name, key, o.Limit, o.Burst, time.Now().UTC().Format(limiter.CalledAtLayout))
+		_, err = tx.ExecContext(ctx, setOverrideSQL, decide.StoreKey(p, key), p.Name, key, o.Limit, o.Burst, time.Now().UTC().Format(decide.CalledAtLayout))
 		return err
 	})
 	return before, err
@@ -44,7 +45,7 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 	sh, err := s.route(ctx, key)
 	if err == nil {
 		err = sh.do(ctx, "read override", func(h *handle) (err error) {
-			o, err = readOverride(ctx, h.db, p.StoreKey(key))
+			o, err = readOverride(ctx, h.db, decide.StoreKey(p, key))
 			return err
 		})
 	}
@@ -58,10 +59,10 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
 	var before *limiter.Override
 	err := s.writeKey(ctx, "delete override", key, func(tx *sql.Tx) (err error) {
-		if before, err = readOverride(ctx, tx, p.StoreKey(key)); err != nil || before == nil {
+		if before, err = readOverride(ctx, tx, decide.StoreKey(p, key)); err != nil || before == nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, deleteOverrideSQL, p.StoreKey(key))
+		_, err = tx.ExecContext(ctx, deleteOverrideSQL, decide.StoreKey(p, key))
 		return err
 	})
 	return before, err
@@ -70,13 +71,13 @@ func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string
 // Reset deletes key's counters of the window containing now and the one
 // before it (the ones a decision reads), or its GCRA bucket.
 func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now time.Time) error {
-	start := limiter.WindowStart(now, p.Window)
+	start := decide.WindowStart(now, p.Window)
 	return s.writeKey(ctx, "reset", key, func(tx *sql.Tx) error {
-		if p.IsGCRA() {
-			_, err := tx.ExecContext(ctx, resetBucketSQL, p.StoreKey(key))
+		if p.Algorithm == limiter.GCRA {
+			_, err := tx.ExecContext(ctx, resetBucketSQL, decide.StoreKey(p, key))
 			return err
 		}
-		_, err := tx.ExecContext(ctx, resetWindowsSQL, p.StoreKey(key), limiter.FormatWindow(start), limiter.FormatWindow(start.Add(-p.Window)))
+		_, err := tx.ExecContext(ctx, resetWindowsSQL, decide.StoreKey(p, key), decide.FormatWindow(start), decide.FormatWindow(start.Add(-p.Window)))
 		return err
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -72,7 +73,7 @@ type pending struct {
 	token bool
 	ready chan struct{} // closed when state leaves queued
 	state pendingState  // guarded by batcher.mu
-	o     limiter.Outcome
+	o     decide.Outcome
 	err   error
 	// cutShort: answered with its own context's error.
 	cutShort bool
@@ -130,7 +131,7 @@ func (b *batcher) turn(p *pending) bool {
 // cut answers p with its context's error, waking it if wake. The batcher's
 // mu is held.
 func (p *pending) cut(wake bool) {
-	p.o, p.err, p.state, p.cutShort = limiter.Outcome{}, p.ctx.Err(), answered, true
+	p.o, p.err, p.state, p.cutShort = decide.Outcome{}, p.ctx.Err(), answered, true
 	if wake {
 		close(p.ready)
 	}
@@ -203,14 +204,14 @@ func (b *batcher) take(leader *pending, most int) []*pending {
 }
 
 // answer gives every member of batch its outcome, or err.
-func (b *batcher) answer(batch []*pending, outs []limiter.Outcome, err error) {
+func (b *batcher) answer(batch []*pending, outs []decide.Outcome, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, p := range batch {
 		if p.state == answered { // its context ended while it was taken
 			continue
 		}
-		p.o, p.err = limiter.Outcome{}, err
+		p.o, p.err = decide.Outcome{}, err
 		if err == nil {
 			p.o = outs[i]
 		}
@@ -243,7 +244,7 @@ func (b *batcher) handOffLocked() {
 
 // allow decides a, whose checks all fall into sh, in sh's next
 // transaction, with whatever else is waiting for it.
-func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, error) {
 	p := newPending(ctx, a, false)
 	if !sh.batch.turn(p) {
 		return sh.answerOf(p)
@@ -269,9 +270,9 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome,
 
 // answerOf is p's answer, an error of its own context's wrapped as the
 // store's errors are.
-func (sh *shard) answerOf(p *pending) (limiter.Outcome, error) {
+func (sh *shard) answerOf(p *pending) (decide.Outcome, error) {
 	if p.cutShort {
-		return limiter.Outcome{}, sh.wrap("decide", p.err)
+		return decide.Outcome{}, sh.wrap("decide", p.err)
 	}
 	return p.o, p.err
 }
@@ -279,16 +280,16 @@ func (sh *shard) answerOf(p *pending) (limiter.Outcome, error) {
 // decideBatch decides every member of batch in turn, in one write
 // transaction, and returns their outcomes, or the error that failed them
 // all.
-func (sh *shard) decideBatch(batch []*pending) ([]limiter.Outcome, error) {
+func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
-	outs := make([]limiter.Outcome, len(batch))
+	outs := make([]decide.Outcome, len(batch))
 	err := sh.write(ctx, "decide", func(tx *sql.Tx, h *handle) error {
 		st := h.stmts.in(ctx, tx)
 		at := func(string) *statements { return st }
 		for i, p := range batch {
 			var err error
-			if outs[i], err = decide(ctx, at, p.a); err != nil {
+			if outs[i], err = decideTx(ctx, at, p.a); err != nil {
 				return err
 			}
 		}

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 var benchModes = []string{"DELETE", "WAL"}

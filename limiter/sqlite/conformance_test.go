@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // TestConformance runs the limiter's behaviour suite on one SQLite file.
@@ -64,9 +65,9 @@ func harness(shards int) storetest.Harness {
 				Store:   s,
 				Another: func(t *testing.T) limiter.Store { return sqlitetest.Open(t, shardedConfig(s.Path(), shards)) },
 				Stored: func(t *testing.T, p limiter.Policy, key string, start time.Time) (int64, []storetest.Audit) {
-					window := limiter.FormatWindow(start)
+					window := decide.FormatWindow(start)
 					var count int64
-					err := dbs[sqlite.ShardOf(key, shards)].QueryRow(`SELECT count FROM rate_limit_windows WHERE key = ? AND window_start = ?`, p.StoreKey(key), window).Scan(&count)
+					err := dbs[sqlite.ShardOf(key, shards)].QueryRow(`SELECT count FROM rate_limit_windows WHERE key = ? AND window_start = ?`, decide.StoreKey(p, key), window).Scan(&count)
 					if err != nil && !errors.Is(err, sql.ErrNoRows) {
 						t.Fatal(err)
 					}

@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
+	"github.com/ft251/ratelimit/internal/testproc"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/internal/testproc"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // Roles of this test binary, which doubles as the writer processes that the
@@ -164,7 +165,7 @@ func storedWindows(t *testing.T, s *sqlite.Store, p limiter.Policy) map[string]s
 		}
 		rows, err := db.Query(`SELECT w.key, w.count, (SELECT count(*) FROM api_calls a WHERE p.client = a.key AND a.window_start = w.window_start)
 		FROM rate_limit_windows w, (SELECT substr(w2.key, length(?1) + 1) AS client, w2.key AS key FROM rate_limit_windows w2) p
-		WHERE p.key = w.key AND w.key = ?1 || p.client AND instr(p.client, char(31)) = 0`, p.StoreKey(""))
+		WHERE p.key = w.key AND w.key = ?1 || p.client AND instr(p.client, char(31)) = 0`, decide.StoreKey(p, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func storedWindows(t *testing.T, s *sqlite.Store, p limiter.Policy) map[string]s
 			if err := rows.Scan(&k, &w.Count, &w.Audit); err != nil {
 				t.Fatal(err)
 			}
-			stored[strings.TrimPrefix(k, p.StoreKey(""))] = w
+			stored[strings.TrimPrefix(k, decide.StoreKey(p, ""))] = w
 		}
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)

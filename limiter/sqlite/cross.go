@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -33,7 +35,7 @@ import (
 
 // allowAcross decides a, whose checks fall into the shards idx (ascending),
 // in one transaction over them all.
-func (s *Store) allowAcross(ctx context.Context, idx []int, a limiter.Attempt) (limiter.Outcome, error) {
+func (s *Store) allowAcross(ctx context.Context, idx []int, a limiter.Attempt) (decide.Outcome, error) {
 	shards := make([]*shard, 0, len(idx))
 	defer func() {
 		for _, sh := range shards {
@@ -43,17 +45,17 @@ func (s *Store) allowAcross(ctx context.Context, idx []int, a limiter.Attempt) (
 	for _, i := range idx {
 		sh := s.shards[i]
 		if p := newPending(ctx, limiter.Attempt{}, true); !sh.batch.turn(p) {
-			return limiter.Outcome{}, sh.wrap("decide", p.err)
+			return decide.Outcome{}, sh.wrap("decide", p.err)
 		}
 		shards = append(shards, sh)
 	}
-	var o limiter.Outcome
+	var o decide.Outcome
 	err := writeAcross(ctx, shards, func(at func(string) *statements) (err error) {
-		o, err = decide(ctx, at, a)
+		o, err = decideTx(ctx, at, a)
 		return err
 	})
 	if err != nil {
-		return limiter.Outcome{}, err
+		return decide.Outcome{}, err
 	}
 	shards[0].batch.across.Add(1)
 	return o, nil
@@ -109,7 +111,7 @@ func wrapAcross(shards []*shard, err error) error {
 	for i, sh := range shards {
 		paths[i] = sh.path
 	}
-	return limiter.Failed(fault(err), "sqlite: decide across %s: %w", strings.Join(paths, ", "), err)
+	return fault.Failed(classOf(err), "sqlite: decide across %s: %w", strings.Join(paths, ", "), err)
 }
 
 // acquireAll acquires every shard's handle, or none.

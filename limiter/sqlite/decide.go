@@ -10,11 +10,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
 // Allow counts the attempt under each check and decides it, in one
-// immediate transaction (see decide): the transaction of the one shard its
+// immediate transaction (see decideTx): the transaction of the one shard its
 // checks fall into, shared with the attempts that wait for it (batch.go),
 // or one over every shard they fall into (cross.go). No count is read and
 // written back from Go, so concurrent processes cannot lose an increment,
@@ -27,20 +28,24 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	if err := s.first(ctx); err != nil {
 		return limiter.Outcome{}, err
 	}
-	var o limiter.Outcome
+	var o decide.Outcome
 	var err error
 	if idx := s.shardsOf(a); len(idx) > 1 {
 		o, err = s.allowAcross(ctx, idx, a)
 	} else {
 		o, err = s.shardOf(a.Checks[0].Key).allow(ctx, a)
 	}
-	if err == nil && o.Refused != nil {
+	switch {
+	case err != nil:
+		return limiter.Outcome{}, err
+	case o.Refused != nil:
 		return limiter.Outcome{}, fmt.Errorf("sqlite: %w", o.Refused)
 	}
-	return o, err
+	decide.Report(ctx, o)
+	return o.Public(), nil
 }
 
-// decide decides a inside a write transaction, with the statements at
+// decideTx decides a inside a write transaction, with the statements at
 // gives for each client key (its shard's): for each check, one read of the
 // key's override and, for a sliding window, its previous window's count
 // or, for GCRA, its bucket; and for a window one upsert that returns its
@@ -55,69 +60,69 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // each statement a goroutine in the driver to interrupt what takes
 // microseconds. The transaction itself is begun with ctx, and rolled back
 // when ctx ends.
-func decide(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Outcome, error) {
+func decideTx(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (decide.Outcome, error) {
 	sctx := context.WithoutCancel(ctx)
 	b, states, err := readChecks(ctx, sctx, at, a)
 	if err != nil {
-		return limiter.Outcome{}, err
+		return decide.Outcome{}, err
 	}
-	if err := b.Impossible(); err != nil {
-		return limiter.Outcome{Refused: err}, nil // nothing written: the batch goes on
+	if err := decide.Impossible(b); err != nil {
+		return decide.Outcome{Refused: err}, nil // nothing written: the batch goes on
 	}
 	for i, c := range b.Checks {
-		if c.Policy.IsGCRA() {
+		if c.Policy.Algorithm == limiter.GCRA {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return limiter.Outcome{}, err
+			return decide.Outcome{}, err
 		}
-		start := limiter.WindowStart(a.Now, c.Policy.Window)
-		err := at(c.Key).upsert.QueryRowContext(sctx, c.Policy.StoreKey(c.Key), limiter.FormatWindow(start), c.Units(), c.Policy.WindowSeconds(), limiter.MaxCount).Scan(&states[i].Cur)
+		start := decide.WindowStart(a.Now, c.Policy.Window)
+		err := at(c.Key).upsert.QueryRowContext(sctx, decide.StoreKey(c.Policy, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(c.Policy), decide.CountCap).Scan(&states[i].Cur)
 		if err != nil {
-			return limiter.Outcome{}, ended(ctx, err)
+			return decide.Outcome{}, ended(ctx, err)
 		}
 	}
-	o := b.Outcome(states)
+	o := decide.Decide(b, states)
 	for i, d := range o.Decisions {
 		if !d.Moved {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return limiter.Outcome{}, err
+			return decide.Outcome{}, err
 		}
-		if _, err := at(d.Key).tat.ExecContext(sctx, b.Checks[i].Policy.StoreKey(d.Key), d.TAT.UnixNano(), int64(d.Policy.Emission())); err != nil {
-			return limiter.Outcome{}, ended(ctx, err)
+		if _, err := at(d.Key).tat.ExecContext(sctx, decide.StoreKey(b.Checks[i].Policy, d.Key), d.TAT.UnixNano(), int64(decide.Emission(d.Policy))); err != nil {
+			return decide.Outcome{}, ended(ctx, err)
 		}
 	}
 	if !o.Allowed {
 		return o, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return limiter.Outcome{}, err
+		return decide.Outcome{}, err
 	}
 	first := a.Checks[0]
 	_, err = at(first.Key).audit.ExecContext(sctx, first.Key,
-		limiter.FormatWindow(limiter.WindowStart(a.Now, first.Policy.Window)),
-		a.Now.UTC().Format(limiter.CalledAtLayout), a.Route, a.RequestID, first.Units())
+		decide.FormatWindow(decide.WindowStart(a.Now, first.Policy.Window)),
+		a.Now.UTC().Format(decide.CalledAtLayout), a.Route, a.RequestID, decide.Units(first))
 	return o, ended(ctx, err)
 }
 
 // readChecks reads, on sctx, what each of a's checks needs to be decided
-// (see decide), and returns a with its checks' policies as their keys'
+// (see decideTx), and returns a with its checks' policies as their keys'
 // overrides make them, and the states read.
-func readChecks(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []limiter.State, error) {
+func readChecks(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
 	checks := make([]limiter.Check, len(a.Checks))
-	states := make([]limiter.State, len(a.Checks))
+	states := make([]decide.State, len(a.Checks))
 	for i, c := range a.Checks {
 		if err := ctx.Err(); err != nil {
 			return a, nil, err
 		}
-		p, key := c.Policy, c.Policy.StoreKey(c.Key)
+		p, key := c.Policy, decide.StoreKey(c.Policy, c.Key)
 		read := readWindow
-		if p.IsGCRA() {
+		if p.Algorithm == limiter.GCRA {
 			read = readState
 		}
-		r, err := read(sctx, at(c.Key), p, key, limiter.WindowStart(a.Now, p.Window))
+		r, err := read(sctx, at(c.Key), p, key, decide.WindowStart(a.Now, p.Window))
 		if err != nil {
 			return a, nil, ended(ctx, err)
 		}
@@ -139,7 +144,7 @@ func ended(ctx context.Context, err error) error {
 
 // stored is what windowSQL or stateSQL read of one store key.
 type stored struct {
-	limiter.State
+	decide.State
 	override *limiter.Override
 }
 
@@ -157,14 +162,14 @@ func overrideOf(limit, burst sql.NullInt64) *limiter.Override {
 // before start.
 func readWindow(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (stored, error) {
 	var prevStart any // NULL: no row
-	if p.IsSliding() {
-		prevStart = limiter.FormatWindow(start.Add(-p.Window))
+	if p.Algorithm == limiter.Sliding {
+		prevStart = decide.FormatWindow(start.Add(-p.Window))
 	}
 	var prev, limit, burst sql.NullInt64
 	if err := st.window.QueryRowContext(ctx, key, prevStart).Scan(&prev, &limit, &burst); err != nil {
 		return stored{}, err
 	}
-	r := stored{State: limiter.State{Prev: prev.Int64}}
+	r := stored{State: decide.State{Prev: prev.Int64}}
 	r.override = overrideOf(limit, burst)
 	return r, nil
 }
@@ -173,13 +178,13 @@ func readWindow(ctx context.Context, st *statements, p limiter.Policy, key strin
 // (and in the one from start, for Usage) and its GCRA bucket.
 func readState(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (stored, error) {
 	var cur, prev, limit, burst, tat, emission sql.NullInt64
-	err := st.state.QueryRowContext(ctx, key, limiter.FormatWindow(start), limiter.FormatWindow(start.Add(-p.Window))).
+	err := st.state.QueryRowContext(ctx, key, decide.FormatWindow(start), decide.FormatWindow(start.Add(-p.Window))).
 		Scan(&cur, &prev, &limit, &burst, &tat, &emission)
 	if err != nil {
 		return stored{}, err
 	}
-	r := stored{State: limiter.State{Cur: cur.Int64}}
-	if p.IsSliding() {
+	r := stored{State: decide.State{Cur: cur.Int64}}
+	if p.Algorithm == limiter.Sliding {
 		r.Prev = prev.Int64
 	}
 	if tat.Valid {
@@ -204,14 +209,14 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	sh, err := s.route(ctx, key)
 	if err == nil {
 		err = sh.do(ctx, "read count", func(h *handle) (err error) {
-			r, err = readState(ctx, &h.stmts, p, p.StoreKey(key), limiter.WindowStart(now, p.Window))
+			r, err = readState(ctx, &h.stmts, p, decide.StoreKey(p, key), decide.WindowStart(now, p.Window))
 			return err
 		})
 	}
 	if err != nil && !s.noDatabaseYet(sh) {
 		return limiter.Usage{}, err
 	}
-	return p.With(r.override).UsageAt(key, now, r.State), nil
+	return decide.Usage(p.With(r.override), key, now, r.State), nil
 }
 
 // noDatabaseYet reports, for a read-only store, that the file of sh (or,

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter/internal/testproc"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
+	"github.com/ft251/ratelimit/internal/testproc"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // holdLock takes the write lock on the database at path, says "locked",

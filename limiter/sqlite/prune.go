@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/backoff"
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -150,7 +152,7 @@ func (sh *shard) pruneWindows(ctx context.Context, now time.Time) (int64, error)
 // own transactions, find it free: a prune holds the lock at most half the
 // time, and no decision waits for more than about one batch.
 func yield(ctx context.Context, batch time.Duration) error {
-	return limiter.Sleep(ctx, batch)
+	return backoff.Sleep(ctx, batch)
 }
 
 func (sh *shard) pruneAudit(ctx context.Context, before time.Time) (int64, error) {
@@ -159,7 +161,7 @@ func (sh *shard) pruneAudit(ctx context.Context, before time.Time) (int64, error
 	// preparing their transactions.
 	var boundary int64
 	err := sh.do(ctx, "prune audit", func(h *handle) error {
-		err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(limiter.CalledAtLayout)).Scan(&boundary)
+		err := h.db.QueryRowContext(ctx, pruneAuditBoundarySQL, before.UTC().Format(decide.CalledAtLayout)).Scan(&boundary)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = h.db.QueryRowContext(ctx, pruneAuditEndSQL).Scan(&boundary)
 		}

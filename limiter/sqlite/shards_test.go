@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
+	"github.com/ft251/ratelimit/internal/testproc"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/internal/testproc"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // keyIn is the first key "k0", "k1", ... whose counters live in shard i of
@@ -86,12 +88,12 @@ func TestAnotherShardCountIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = s.Ready(context.Background())
-		if limiter.FaultOf(err) != limiter.FaultSchema || errors.Is(err, limiter.ErrUnavailable) ||
+		if fault.Of(err) != fault.Schema || errors.Is(err, limiter.ErrUnavailable) ||
 			!strings.Contains(err.Error(), "shard 0 of 4 (ratelimit.db, ratelimit.db.shard-1 … ratelimit.db.shard-3)") ||
 			!strings.Contains(err.Error(), fmt.Sprint("SQLITE_SHARDS=", n)) {
 			t.Errorf("%d shards on a 4-shard layout: %v; want a schema fault naming the files and both counts", n, err)
 		}
-		if _, err := s.Allow(context.Background(), storetest.One(ping, keyIn(t, n-1, n), t0, "", "")); limiter.FaultOf(err) != limiter.FaultSchema {
+		if _, err := s.Allow(context.Background(), storetest.One(ping, keyIn(t, n-1, n), t0, "", "")); fault.Of(err) != fault.Schema {
 			t.Errorf("%d shards: allow = %v, want the schema fault", n, err)
 		}
 		s.Close()
@@ -116,7 +118,7 @@ func TestASingleFileDatabaseIsNotSpreadOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Ready(context.Background()); limiter.FaultOf(err) != limiter.FaultSchema || !strings.Contains(err.Error(), "single-file database") {
+	if err := s.Ready(context.Background()); fault.Of(err) != fault.Schema || !strings.Contains(err.Error(), "single-file database") {
 		t.Errorf("4 shards on a single-file database: %v; want a schema fault saying so", err)
 	}
 	if _, err := os.Stat(sqlite.ShardPath(path, 1)); !os.IsNotExist(err) {
@@ -166,7 +168,7 @@ func TestARequestAcrossShardsCommitsInEveryOneOrNone(t *testing.T) {
 	restore()
 	count := func(p limiter.Policy, k string) int64 {
 		db := sqlitetest.Inspect(t, s.Paths()[sqlite.ShardOf(k, 4)])
-		return sqlitetest.QueryInt(t, db, `SELECT coalesce(sum(count), 0) FROM rate_limit_windows WHERE key = ?`, p.StoreKey(k))
+		return sqlitetest.QueryInt(t, db, `SELECT coalesce(sum(count), 0) FROM rate_limit_windows WHERE key = ?`, decide.StoreKey(p, k))
 	}
 	if count(ping, key) != 0 || count(byIP, ip) != 0 {
 		t.Fatalf("after the failed commit: counted %d and %d, want nothing in either shard", count(ping, key), count(byIP, ip))

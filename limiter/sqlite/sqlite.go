@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/limiter"
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -456,28 +457,28 @@ func (sh *shard) drop(h *handle) {
 }
 
 // wrap gives a failed call's error its context and its class (see
-// limiter.Fault): a lock not granted in time is busy; a file that is not a
+// fault.Class): a lock not granted in time is busy; a file that is not a
 // database or is corrupt, a schema newer than this binary, a journal mode
 // that will not take, are faults an operator must clear; the rest (missing,
 // read-only or full files and directories, I/O errors) may clear by
 // themselves.
 func (sh *shard) wrap(op string, err error) error {
-	return limiter.Failed(fault(err), "sqlite: %s %s: %w", op, sh.path, err)
+	return fault.Failed(classOf(err), "sqlite: %s %s: %w", op, sh.path, err)
 }
 
-// fault is the class of err.
-func fault(err error) limiter.Fault {
+// classOf is the class of err.
+func classOf(err error) fault.Class {
 	switch {
 	case errors.Is(err, errSchema):
-		return limiter.FaultSchema
+		return fault.Schema
 	case errors.Is(err, errJournalMode):
-		return limiter.FaultJournalMode
+		return fault.JournalMode
 	case code(err) == sqlite3.SQLITE_NOTADB || code(err) == sqlite3.SQLITE_CORRUPT:
-		return limiter.FaultCorrupt
+		return fault.Corrupt
 	case errors.Is(err, errLockTimeout) || isBusy(err) || errors.Is(err, context.DeadlineExceeded):
-		return limiter.FaultBusy
+		return fault.Busy
 	}
-	return limiter.FaultUnavailable
+	return fault.Unavailable
 }
 
 // code is the primary SQLite result code of err, or 0.

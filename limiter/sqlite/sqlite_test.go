@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 // t0 is 2026-01-01T00:00:00Z, the start of a window of any length that
@@ -154,8 +156,8 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "newer than this binary") || errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("ready with a newer schema: %v; want a fatal error saying so", err)
 	}
-	if f := limiter.FaultOf(err); f != limiter.FaultSchema {
-		t.Errorf("fault %q, want %q", f, limiter.FaultSchema)
+	if f := fault.Of(err); f != fault.Schema {
+		t.Errorf("fault %q, want %q", f, fault.Schema)
 	}
 }
 
@@ -201,8 +203,8 @@ func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), path) || errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("ready on garbage = %v; want a fatal error naming %s", err, path)
 	}
-	if f := limiter.FaultOf(err); f != limiter.FaultCorrupt {
-		t.Errorf("fault %q, want %q", f, limiter.FaultCorrupt)
+	if f := fault.Of(err); f != fault.Corrupt {
+		t.Errorf("fault %q, want %q", f, fault.Corrupt)
 	}
 }
 
@@ -218,8 +220,8 @@ func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
 		t.Fatalf("ready with missing directory = %v; want ErrUnavailable", err)
 	}
 	_, err = s.Allow(context.Background(), storetest.One(ping, "k", t0, "", ""))
-	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), path) || limiter.FaultOf(err) != limiter.FaultUnavailable {
-		t.Fatalf("allow = %v (fault %q); want ErrUnavailable naming the path, fault %q", err, limiter.FaultOf(err), limiter.FaultUnavailable)
+	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), path) || fault.Of(err) != fault.Unavailable {
+		t.Fatalf("allow = %v (fault %q); want ErrUnavailable naming the path, fault %q", err, fault.Of(err), fault.Unavailable)
 	}
 	os.Mkdir(dir, 0o755)
 	if d := allow(t, s, ping, "k", t0); !d.Allowed || d.Count != 1 {
@@ -257,8 +259,8 @@ func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Allow(context.Background(), storetest.One(ping, "k", t0, "", ""))
-	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "locked") || limiter.FaultOf(err) != limiter.FaultBusy {
-		t.Fatalf("allow while locked = %v (fault %q); want ErrUnavailable (database is locked), fault %q", err, limiter.FaultOf(err), limiter.FaultBusy)
+	if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "locked") || fault.Of(err) != fault.Busy {
+		t.Fatalf("allow while locked = %v (fault %q); want ErrUnavailable (database is locked), fault %q", err, fault.Of(err), fault.Busy)
 	}
 	conn.ExecContext(context.Background(), `ROLLBACK`)
 	conn.Close()
@@ -365,8 +367,8 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 	time.Sleep(sqlite.FileCheckInterval)
 	// The rollback-journal store notices within a second and stops rather
 	// than carry on in WAL, which is unsafe where it runs (EFS).
-	if _, err := s.Allow(context.Background(), storetest.One(ping, "k", t0, "", "")); err == nil || !strings.Contains(err.Error(), "journal mode") || limiter.FaultOf(err) != limiter.FaultJournalMode {
-		t.Errorf("allow after the switch = %v (fault %q); want an error about the journal mode, fault %q", err, limiter.FaultOf(err), limiter.FaultJournalMode)
+	if _, err := s.Allow(context.Background(), storetest.One(ping, "k", t0, "", "")); err == nil || !strings.Contains(err.Error(), "journal mode") || fault.Of(err) != fault.JournalMode {
+		t.Errorf("allow after the switch = %v (fault %q); want an error about the journal mode, fault %q", err, fault.Of(err), fault.JournalMode)
 	}
 	wal.Close()
 	// With the WAL process gone, the store reopens and sets DELETE again.
@@ -383,7 +385,7 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 // its counter up without bound. Past an int64, SQLite turns the sum into a
 // float, which the next decision could not read: every later request of
 // the key failed (a 503, or, failing open, let through). The count stops
-// at limiter.MaxCount instead, and denies.
+// at decide.CountCap instead, and denies.
 func TestACountNearAnInt64Saturates(t *testing.T) {
 	s := sqlitetest.Open(t, limiter.StoreConfig{})
 	p := limiter.Policy{Name: "ping", Limit: limiter.MaxLimit, Window: time.Hour}
@@ -400,7 +402,7 @@ func TestACountNearAnInt64Saturates(t *testing.T) {
 	}
 	for range 2 {
 		o, err := allow(limiter.MaxLimit)
-		if err != nil || o.Allowed || o.Decisions[0].Count != limiter.MaxCount {
+		if err != nil || o.Allowed || o.Decisions[0].Count != decide.CountCap {
 			t.Fatalf("a count past an int64: %+v, %v; want denied at MaxCount", o, err)
 		}
 	}

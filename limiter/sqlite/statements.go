@@ -15,7 +15,7 @@ import (
 const (
 	// upsertSQL counts an attempt of cost ?3 and returns the new count in
 	// one statement: the first attempt in a window inserts its cost, later
-	// ones add theirs, up to ?5, limiter.MaxCount. Denied attempts count
+	// ones add theirs, up to ?5, decide.CountCap. Denied attempts count
 	// too, and SQLite turns an integer sum past an int64 into a float,
 	// which no later decision could read: the count saturates instead
 	// (costs are at most limiter.MaxLimit, so the sum never gets there).

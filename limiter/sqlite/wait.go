@@ -11,9 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/backoff"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/ft251/ratelimit/limiter"
 )
 
 // Waiting for the lock.
@@ -285,7 +284,7 @@ func (sh *shard) waitTurn(ctx context.Context, p *probe, start time.Time) error 
 		if waited+pause > sh.cfg.BusyTimeout {
 			return errLockTimeout
 		}
-		if err := limiter.Sleep(ctx, pause); err != nil {
+		if err := backoff.Sleep(ctx, pause); err != nil {
 			return err
 		}
 		if p == nil || !p.writerActive() {
@@ -299,7 +298,7 @@ func (sh *shard) waitTurn(ctx context.Context, p *probe, start time.Time) error 
 // giveWay pauses before a transaction while this process is giving way to
 // waiters, and reports ctx's error if it ends first.
 func (sh *shard) giveWay(ctx context.Context) error {
-	return limiter.Sleep(ctx, time.Until(time.Unix(0, sh.wait.courtesy.Load())))
+	return backoff.Sleep(ctx, time.Until(time.Unix(0, sh.wait.courtesy.Load())))
 }
 
 // write runs fn in an immediate transaction on one connection and commits,

@@ -183,14 +183,22 @@ func parseModel(s string) (rd, wr time.Duration, err error) {
 	return rd, wr, err
 }
 
-// build compiles the tools the sweep runs, so that no `go run` overhead
-// lands inside a measurement. It names them by import path, not ./cmd/NAME,
-// so that it works from any directory inside the tools module.
+// pkg names the programs the sweep runs, by import path, so that it
+// builds them from any directory inside the tools module. loadtest is the
+// service module's (internal/cmd), since it drives the service's own
+// handler and store options, which the service keeps internal.
+var pkg = map[string]string{
+	"latencyfs": "github.com/ft251/ratelimit/tools/cmd/latencyfs",
+	"loadtest":  "github.com/ft251/ratelimit/internal/cmd/loadtest",
+}
+
+// build compiles the programs the sweep runs, so that no `go run` overhead
+// lands inside a measurement.
 func build(dir string) map[string]string {
 	bins := map[string]string{}
 	for _, name := range []string{"latencyfs", "loadtest"} {
 		bins[name] = filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", bins[name], "github.com/ft251/ratelimit/tools/cmd/"+name)
+		cmd := exec.Command("go", "build", "-o", bins[name], pkg[name])
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		check(cmd.Run())
 	}

@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -89,14 +91,26 @@ func One(p limiter.Policy, key string, now time.Time, route, requestID string) l
 
 func attempt(t *testing.T, s limiter.Store, a limiter.Attempt) limiter.Outcome {
 	t.Helper()
-	o, err := s.Allow(context.Background(), a)
+	return attemptWhole(t, s, a).Public()
+}
+
+// attemptWhole is attempt, with what the store reports of its decision
+// beyond what callers see (decide.Report): a GCRA bucket's move. What it
+// reports must be what it returns.
+func attemptWhole(t *testing.T, s limiter.Store, a limiter.Attempt) decide.Outcome {
+	t.Helper()
+	ctx, whole := decide.Capture(context.Background())
+	o, err := s.Allow(ctx, a)
 	if err != nil {
 		t.Fatalf("allow %+v: %v", a.Checks, err)
 	}
 	if len(o.Decisions) != len(a.Checks) {
 		t.Fatalf("%d decisions for %d checks", len(o.Decisions), len(a.Checks))
 	}
-	return o
+	if !reflect.DeepEqual(whole.Public(), o) {
+		t.Fatalf("the store reported %+v, and returned %+v", whole.Public(), o)
+	}
+	return *whole
 }
 
 // everyPolicyCounts: a request passes only if every policy allows it, and
@@ -400,7 +414,7 @@ func expiry(t *testing.T, h Harness) {
 		{ping, "previous", t0.Add(time.Minute), true},
 		{ping, "current", t0.Add(2 * time.Minute), true},
 		{burst, "burst", t0.Add(2 * time.Minute), false},
-		{quota, "quota", limiter.WindowStart(t0.Add(-24*time.Hour), limiter.MaxWindow), true},
+		{quota, "quota", decide.WindowStart(t0.Add(-24*time.Hour), limiter.MaxWindow), true},
 	} {
 		count, _ := in.Stored(t, c.p, c.key, c.start)
 		if kept := count > 0; kept != c.kept {

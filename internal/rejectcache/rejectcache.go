@@ -1,4 +1,6 @@
-package limiter
+// Package rejectcache answers repeat offenders from memory, in front of a
+// store (REJECT_CACHE=on): see Cache.
+package rejectcache
 
 import (
 	"context"
@@ -6,12 +8,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/limiter"
 )
 
-// DefaultRejectCacheSize bounds how many denied keys a RejectCache remembers.
-const DefaultRejectCacheSize = 10000
+// DefaultSize bounds how many denied keys a Cache remembers.
+const DefaultSize = 10000
 
-// RejectCache is a Store that answers repeat offenders from memory. Once it
+// Cache is a limiter.Store that answers repeat offenders from memory. Once it
 // has seen an attempt denied, it denies further attempts with the same keys
 // and no smaller costs itself, without a store round trip, for as long as
 // the counts it saw still deny them (until a fixed window ends, a sliding
@@ -21,7 +26,7 @@ const DefaultRejectCacheSize = 10000
 // plus one per execution environment every MaxRemembered, instead of one
 // per attempt.
 //
-// The price is the design note's "count every attempt": with a RejectCache,
+// The price is the design note's "count every attempt": with a Cache,
 // a stored count is the attempts that reached the store (every allowed one,
 // and in each execution environment the first denied one of a window and
 // then one every MaxRemembered, plus those that were already on their way
@@ -32,8 +37,8 @@ const DefaultRejectCacheSize = 10000
 // Override and Close go straight to the wrapped store; SetOverride,
 // DeleteOverride and Reset do too, and forget what this process remembers
 // of the key.
-type RejectCache struct {
-	Store
+type Cache struct {
+	limiter.Store
 	size int
 
 	mu     sync.Mutex
@@ -45,46 +50,48 @@ type RejectCache struct {
 	forgets uint64
 }
 
-// MaxRemembered bounds how long a RejectCache answers from one denial: an
+// MaxRemembered bounds how long a Cache answers from one denial: an
 // override or a reset made in another process (admin API) reaches the
 // store, not this process's memory, and so takes effect here within it.
 const MaxRemembered = 10 * time.Second
 
-// denial is a remembered denied outcome, and the instant of its attempt.
+// denial is a remembered denied outcome, with the states it was decided from,, and the instant of its attempt.
 type denial struct {
-	o  Outcome
+	o  decide.Outcome
 	at time.Time
 }
 
-var _ Store = (*RejectCache)(nil)
+var _ limiter.Store = (*Cache)(nil)
 
-// NewRejectCache wraps s; it remembers at most size denied attempts at a
-// time (DefaultRejectCacheSize when size is not positive), and when full,
+// New wraps s; it remembers at most size denied attempts at a
+// time (DefaultSize when size is not positive), and when full,
 // lets new denials through to the store rather than evict live ones.
-func NewRejectCache(s Store, size int) *RejectCache {
+func New(s limiter.Store, size int) *Cache {
 	if size <= 0 {
-		size = DefaultRejectCacheSize
+		size = DefaultSize
 	}
-	return &RejectCache{Store: s, size: size, denied: map[string]denial{}}
+	return &Cache{Store: s, size: size, denied: map[string]denial{}}
 }
 
 // signature names an attempt's checks: each policy's store key and window
 // length. It leaves the windows out, so that a denial by a long policy is
 // remembered while a short policy beside it moves on to new windows.
-func signature(a Attempt) string {
+func signature(a limiter.Attempt) string {
 	var b strings.Builder
 	for _, c := range a.Checks {
-		b.WriteString(c.Policy.StoreKey(c.Key))
+		b.WriteString(decide.StoreKey(c.Policy, c.Key))
 		b.WriteByte(0)
-		b.WriteString(strconv.FormatInt(c.Policy.WindowSeconds(), 10))
+		b.WriteString(strconv.FormatInt(decide.WindowSeconds(c.Policy), 10))
 		b.WriteByte(0)
 	}
 	return b.String()
 }
 
 // Allow denies from memory an attempt like one already denied whose counts
-// still deny it, and otherwise asks the store, remembering a denial.
-func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
+// still deny it, and otherwise asks the store, remembering a denial. The
+// whole outcome goes to whoever asked for it on ctx (decide.Capture), with
+// FromMemory set on a denial from memory.
+func (c *Cache) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
 	sig := signature(a)
 	c.mu.Lock()
 	prev, ok := c.denied[sig]
@@ -92,13 +99,21 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 	c.mu.Unlock()
 	if ok {
 		if o, ok := prev.recall(a); ok {
-			return o, nil
+			decide.Report(ctx, o)
+			return o.Public(), nil
 		}
 	}
-	o, err := c.Store.Allow(ctx, a)
-	if err != nil || o.Allowed {
+	inner, whole := decide.Capture(ctx)
+	o, err := c.Store.Allow(inner, a)
+	if err != nil || o.Allowed || whole.Decisions == nil {
+		// Allowed, failed, or decided by a store that tells only what
+		// Store.Allow returns: nothing to remember.
+		if err == nil && whole.Decisions != nil {
+			decide.Report(ctx, *whole)
+		}
 		return o, err
 	}
+	decide.Report(ctx, *whole)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.forgets != forgets {
@@ -108,7 +123,7 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 		c.sweep(a.Now)
 	}
 	if len(c.denied) < c.size {
-		c.denied[sig] = denial{o: o, at: a.Now}
+		c.denied[sig] = denial{o: *whole, at: a.Now}
 	}
 	return o, nil
 }
@@ -122,37 +137,37 @@ func (c *RejectCache) Allow(ctx context.Context, a Attempt) (Outcome, error) {
 // one further on, none at all; a GCRA bucket is where it was, as a denial
 // leaves it. The attempt is denied from memory when those counts still
 // deny it under some policy; otherwise the store decides.
-func (m denial) recall(a Attempt) (Outcome, bool) {
+func (m denial) recall(a limiter.Attempt) (decide.Outcome, bool) {
 	if a.Now.Sub(m.at) >= MaxRemembered || a.Now.Before(m.at) {
-		return Outcome{}, false
+		return decide.Outcome{}, false
 	}
-	states := make([]State, len(m.o.Decisions))
+	states := make([]decide.State, len(m.o.Decisions))
 	for i, d := range m.o.Decisions {
-		if a.Checks[i].Units() < d.Cost {
-			return Outcome{}, false
+		if decide.Units(a.Checks[i]) < d.Cost {
+			return decide.Outcome{}, false
 		}
-		switch start := WindowStart(a.Now, a.Checks[i].Policy.Window); {
-		case d.Policy.IsGCRA():
-			states[i].TAT, states[i].Emission = d.state.TAT, d.state.Emission
+		switch st, start := d.State(), decide.WindowStart(a.Now, a.Checks[i].Policy.Window); {
+		case d.Policy.Algorithm == limiter.GCRA:
+			states[i].TAT, states[i].Emission = st.TAT, st.Emission
 		case start.Equal(d.WindowStart):
-			states[i] = d.state
+			states[i] = st
 		case start.Equal(d.WindowStart.Add(d.Policy.Window)):
-			states[i].Prev = d.state.Cur
+			states[i].Prev = st.Cur
 		}
 	}
 	// Decide with the policies as the store applied them (overrides
 	// included), at the new attempt's cost.
 	b := a
-	b.Checks = make([]Check, len(a.Checks))
+	b.Checks = make([]limiter.Check, len(a.Checks))
 	for i, ch := range a.Checks {
-		b.Checks[i] = Check{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost}
+		b.Checks[i] = limiter.Check{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost}
 	}
-	o := b.Outcome(states)
+	o := decide.Decide(b, states)
 	if o.Allowed {
-		return Outcome{}, false
+		return decide.Outcome{}, false
 	}
+	o.FromMemory = true
 	for i := range o.Decisions {
-		o.Decisions[i].FromMemory = true
 		o.Decisions[i].Moved = false
 	}
 	return o, true
@@ -160,14 +175,14 @@ func (m denial) recall(a Attempt) (Outcome, bool) {
 
 // sweep forgets denials whose windows have all ended, or that are older
 // than MaxRemembered. c.mu is held.
-func (c *RejectCache) sweep(now time.Time) {
+func (c *Cache) sweep(now time.Time) {
 	c.swept = now
 	for k, m := range c.denied {
 		live := now.Sub(m.at) < MaxRemembered
 		if live {
 			live = false
 			for _, d := range m.o.Decisions {
-				live = live || now.Before(d.WindowStart.Add(d.Policy.Window)) || d.Policy.IsGCRA()
+				live = live || now.Before(d.WindowStart.Add(d.Policy.Window)) || d.Policy.Algorithm == limiter.GCRA
 			}
 		}
 		if !live {
@@ -177,7 +192,7 @@ func (c *RejectCache) sweep(now time.Time) {
 }
 
 // Len is how many denials the cache remembers.
-func (c *RejectCache) Len() int {
+func (c *Cache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.denied)
@@ -187,22 +202,22 @@ func (c *RejectCache) Len() int {
 // denials of the key under p, so that the next attempt here is decided
 // under the new limit, not remembered under the old one. Other processes
 // forget theirs within MaxRemembered.
-func (c *RejectCache) SetOverride(ctx context.Context, p Policy, key string, o Override) (*Override, error) {
-	defer c.forget(p.StoreKey(key))
+func (c *Cache) SetOverride(ctx context.Context, p limiter.Policy, key string, o limiter.Override) (*limiter.Override, error) {
+	defer c.forget(decide.StoreKey(p, key))
 	return c.Store.SetOverride(ctx, p, key, o)
 }
 
 // DeleteOverride deletes the override in the store and forgets this
 // process's denials of the key under p, as SetOverride does.
-func (c *RejectCache) DeleteOverride(ctx context.Context, p Policy, key string) (*Override, error) {
-	defer c.forget(p.StoreKey(key))
+func (c *Cache) DeleteOverride(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
+	defer c.forget(decide.StoreKey(p, key))
 	return c.Store.DeleteOverride(ctx, p, key)
 }
 
 // Reset resets the key's counts in the store and forgets this process's
 // denials of it under p, as SetOverride does.
-func (c *RejectCache) Reset(ctx context.Context, p Policy, key string, now time.Time) error {
-	defer c.forget(p.StoreKey(key))
+func (c *Cache) Reset(ctx context.Context, p limiter.Policy, key string, now time.Time) error {
+	defer c.forget(decide.StoreKey(p, key))
 	return c.Store.Reset(ctx, p, key, now)
 }
 
@@ -210,7 +225,7 @@ func (c *RejectCache) Reset(ctx context.Context, p Policy, key string, now time.
 // storeKey. A signature is store keys and window lengths, each ended by a
 // NUL, which no store key holds; a window length that reads like the
 // store key only makes it forget more, which is safe.
-func (c *RejectCache) forget(storeKey string) {
+func (c *Cache) forget(storeKey string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forgets++

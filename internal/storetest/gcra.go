@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -32,7 +33,7 @@ func gcraBurst(t *testing.T, h Harness) {
 	if d.Allowed || d.ResetAfter != 4*time.Second || d.Remaining != 0 {
 		t.Errorf("after the burst: allowed %v, retry after %v, remaining %d; want denied, 4s (ceil of T = 3.33s), 0", d.Allowed, d.ResetAfter, d.Remaining)
 	}
-	later := now.Add(p.Emission())
+	later := now.Add(decide.Emission(p))
 	if d := allow(t, in.Store, p, "k", later, "after T"); !d.Allowed {
 		t.Errorf("T later: %+v, want one more allowed", d)
 	}
@@ -52,12 +53,12 @@ func gcraSpaced(t *testing.T, h Harness) {
 	p := gcra
 	p.Limit, p.Window, p.Burst = 10, time.Second, 1 // T = 100 ms, no burst: sub-second precision or nothing
 	for i := range 30 {
-		at := t0.Add(time.Duration(i) * p.Emission())
+		at := t0.Add(time.Duration(i) * decide.Emission(p))
 		if d := allow(t, in.Store, p, "k", at, fmt.Sprint(i)); !d.Allowed {
 			t.Fatalf("attempt %d at +%v: %+v, want allowed", i+1, at.Sub(t0), d)
 		}
 	}
-	if d := allow(t, in.Store, p, "k", t0.Add(29*p.Emission()+p.Emission()/2), "early"); d.Allowed {
+	if d := allow(t, in.Store, p, "k", t0.Add(29*decide.Emission(p)+decide.Emission(p)/2), "early"); d.Allowed {
 		t.Errorf("half an emission early: %+v, want denied", d)
 	}
 }
@@ -89,21 +90,21 @@ func gcraDenied(t *testing.T, h Harness) {
 	for i := range 5 {
 		allow(t, in.Store, p, "k", t0, fmt.Sprint(i)) // one allowed, four denied
 	}
-	if d := allow(t, in.Store, p, "k", t0.Add(p.Emission()), "T later"); !d.Allowed {
+	if d := allow(t, in.Store, p, "k", t0.Add(decide.Emission(p)), "T later"); !d.Allowed {
 		t.Errorf("T later: %+v, want allowed: the denials did not push the bucket on", d)
 	}
 	// Denied by a window beside it: the bucket stays where it was.
 	tight := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
-	both := func(at time.Time, rid string) limiter.Outcome {
-		return attempt(t, in.Store, limiter.Attempt{Checks: []limiter.Check{{Policy: tight, Key: "j"}, {Policy: p, Key: "j"}}, Now: at, RequestID: rid})
+	both := func(at time.Time, rid string) decide.Outcome {
+		return attemptWhole(t, in.Store, limiter.Attempt{Checks: []limiter.Check{{Policy: tight, Key: "j"}, {Policy: p, Key: "j"}}, Now: at, RequestID: rid})
 	}
 	if o := both(t0, "first"); !o.Allowed {
 		t.Fatalf("first: %+v", o)
 	}
-	if o := both(t0.Add(p.Emission()), "window denies"); o.Allowed || !o.Decisions[1].Allowed || o.Decisions[1].Moved {
+	if o := both(t0.Add(decide.Emission(p)), "window denies"); o.Allowed || !o.Decisions[1].Allowed || o.Decisions[1].Moved {
 		t.Errorf("denied by the window: %+v, want the bucket allowing but not moved", o.Decisions[1])
 	}
-	if d := allow(t, in.Store, p, "j", t0.Add(p.Emission()), "bucket alone"); !d.Allowed {
+	if d := allow(t, in.Store, p, "j", t0.Add(decide.Emission(p)), "bucket alone"); !d.Allowed {
 		t.Errorf("the bucket alone, T after its last pass: %+v, want allowed", d)
 	}
 }
@@ -122,7 +123,7 @@ func gcraConcurrent(t *testing.T, h Harness) {
 		s := stores[w%len(stores)]
 		wg.Go(func() {
 			for i := range each {
-				at := t0.Add(time.Duration(seq.Add(1)) * p.Emission() / 4)
+				at := t0.Add(time.Duration(seq.Add(1)) * decide.Emission(p) / 4)
 				o, err := s.Allow(context.Background(), One(p, "hot", at, "", fmt.Sprint(w, "-", i)))
 				if err != nil {
 					t.Error(err)
@@ -135,8 +136,8 @@ func gcraConcurrent(t *testing.T, h Harness) {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Duration(workers*each) * p.Emission() / 4
-	most := p.Capacity() + int64(elapsed/p.Emission())
+	elapsed := time.Duration(workers*each) * decide.Emission(p) / 4
+	most := p.Capacity() + int64(elapsed/decide.Emission(p))
 	if got := allowed.Load(); got > most || got < p.Capacity() {
 		t.Errorf("%d allowed over %v, want from %d (the burst) to %d (burst + elapsed / T)", got, elapsed, p.Capacity(), most)
 	}

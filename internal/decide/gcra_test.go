@@ -1,10 +1,11 @@
-package limiter_test
+package decide_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -32,7 +33,7 @@ func TestGCRAAnswers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k", Cost: tt.cost}}, Now: now}
-			d := a.Outcome([]limiter.State{{TAT: tt.tat}}).Decisions[0]
+			d := decide.Decide(a, []decide.State{{TAT: tt.tat}}).Decisions[0]
 			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.ResetAfter != tt.resetAfter {
 				t.Errorf("allowed %v, remaining %d, reset after %v; want %v, %d, %v", d.Allowed, d.Remaining, d.ResetAfter, tt.allowed, tt.remaining, tt.resetAfter)
 			}
@@ -52,7 +53,7 @@ func TestGCRAPoliciesAreChecked(t *testing.T) {
 		want string
 	}{
 		{limiter.Policy{Name: "a", Limit: 2_000_000, Window: time.Second, Algorithm: limiter.GCRA}, "more often than every microsecond"},
-		{limiter.Policy{Name: "a", Limit: 1, Window: time.Second, Algorithm: limiter.GCRA, Burst: limiter.MaxBurst + 1}, "burst"},
+		{limiter.Policy{Name: "a", Limit: 1, Window: time.Second, Algorithm: limiter.GCRA, Burst: 1_000_000_001}, "burst"},
 		{limiter.Policy{Name: "a", Limit: 1, Window: time.Second, Burst: 2}, "burst applies to the gcra algorithm only"},
 		{limiter.Policy{Name: "a", Limit: 1, Window: time.Second, Algorithm: "leaky"}, "not fixed, sliding or gcra"},
 	} {
@@ -77,24 +78,24 @@ func TestAChangedRateRescalesTheBucket(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	slow := limiter.Policy{Name: "tokens", Limit: 10, Window: time.Minute, Algorithm: limiter.GCRA}
 	fast := slow.With(&limiter.Override{Limit: 1000})
-	full := limiter.State{TAT: now.Add(time.Minute), Emission: slow.Emission()}
-	d := limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}.Outcome([]limiter.State{full}).Decisions[0]
-	if !d.Allowed || d.Remaining != 989 || !d.TAT.Equal(now.Add(11*fast.Emission())) {
+	full := decide.State{TAT: now.Add(time.Minute), Emission: decide.Emission(slow)}
+	d := decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}, []decide.State{full}).Decisions[0]
+	if !d.Allowed || d.Remaining != 989 || !d.TAT.Equal(now.Add(11*decide.Emission(fast))) {
 		t.Errorf("raised to 1000/min: allowed %v, remaining %d, TAT %v; want allowed, 989 left, TAT 11 emissions ahead", d.Allowed, d.Remaining, d.TAT.Sub(now))
 	}
-	u := fast.UsageAt("k", now, full)
+	u := decide.Usage(fast, "k", now, full)
 	if u.Remaining != 990 {
 		t.Errorf("/status after the raise: %d remaining, want 990", u.Remaining)
 	}
-	drained := limiter.State{TAT: now.Add(time.Minute), Emission: fast.Emission()} // 1000 emissions of 60 ms
-	d = limiter.Attempt{Checks: []limiter.Check{{Policy: slow, Key: "k"}}, Now: now}.Outcome([]limiter.State{drained}).Decisions[0]
-	if d.Allowed || d.ResetAfter != slow.Emission() {
-		t.Errorf("lowered to 10/min: allowed %v, reset after %v; want denied for one emission, %v", d.Allowed, d.ResetAfter, slow.Emission())
+	drained := decide.State{TAT: now.Add(time.Minute), Emission: decide.Emission(fast)} // 1000 emissions of 60 ms
+	d = decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: slow, Key: "k"}}, Now: now}, []decide.State{drained}).Decisions[0]
+	if d.Allowed || d.ResetAfter != decide.Emission(slow) {
+		t.Errorf("lowered to 10/min: allowed %v, reset after %v; want denied for one emission, %v", d.Allowed, d.ResetAfter, decide.Emission(slow))
 	}
 	// A TAT written with the policy's own rate, or by a store that keeps
 	// no rate, is read as it is.
-	for _, st := range []limiter.State{{TAT: now.Add(time.Minute), Emission: fast.Emission()}, {TAT: now.Add(time.Minute)}} {
-		if d := (limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}).Outcome([]limiter.State{st}).Decisions[0]; d.Allowed {
+	for _, st := range []decide.State{{TAT: now.Add(time.Minute), Emission: decide.Emission(fast)}, {TAT: now.Add(time.Minute)}} {
+		if d := decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}, []decide.State{st}).Decisions[0]; d.Allowed {
 			t.Errorf("a full bucket at the policy's own rate (%v): allowed", st.Emission)
 		}
 	}
@@ -132,7 +133,7 @@ func TestAnAttemptAStoreAllowedMovesItsBucket(t *testing.T) {
 	window := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	bucket := limiter.Policy{Name: "tokens", Limit: 6, Window: time.Minute, Algorithm: limiter.GCRA, Burst: 3, Namespace: "tokens"}
 	a := limiter.Attempt{Checks: []limiter.Check{{Policy: window, Key: "k"}, {Policy: bucket, Key: "k"}}, Now: now}
-	o := a.Decided([]limiter.State{{Cur: 2}, {}}, true)
+	o := decide.Decided(a, []decide.State{{Cur: 2}, {}}, true)
 	if !o.Allowed || !o.Decisions[0].Allowed {
 		t.Fatalf("outcome %+v, want allowed, as the store decided", o)
 	}

@@ -1,10 +1,11 @@
-package limiter_test
+package decide_test
 
 import (
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -29,7 +30,7 @@ func TestWindowStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := limiter.FormatWindow(limiter.WindowStart(tt.t, tt.window)); got != tt.want {
+			if got := decide.FormatWindow(decide.WindowStart(tt.t, tt.window)); got != tt.want {
 				t.Errorf("WindowStart(%v, %v) = %s, want %s", tt.t, tt.window, got, tt.want)
 			}
 		})
@@ -55,7 +56,7 @@ func TestDecideAndRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := decide(p, start.Add(tt.at), limiter.State{Cur: tt.count})
+			d := decideOne(p, start.Add(tt.at), decide.State{Cur: tt.count})
 			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.ResetAfter != tt.resetAfter {
 				t.Errorf("Decide at +%v with count %d = allowed %v remaining %d retry after %v; want %v %d %v",
 					tt.at, tt.count, d.Allowed, d.Remaining, d.ResetAfter, tt.allowed, tt.remaining, tt.resetAfter)
@@ -81,10 +82,10 @@ func TestPolicyValidateAndStoreKey(t *testing.T) {
 			t.Errorf("%+v validated; want an error", p)
 		}
 	}
-	if got := (limiter.Policy{}).StoreKey("k"); got != "k" {
+	if got := decide.StoreKey(limiter.Policy{}, "k"); got != "k" {
 		t.Errorf("StoreKey without namespace = %q, want the key exactly", got)
 	}
-	if got := (limiter.Policy{Namespace: "strict"}).StoreKey("k"); got != "strict\x1fk" {
+	if got := decide.StoreKey(limiter.Policy{Namespace: "strict"}, "k"); got != "strict\x1fk" {
 		t.Errorf("StoreKey with namespace = %q", got)
 	}
 }
@@ -111,25 +112,25 @@ func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
 		{"the shadow never adds a wait", []int64{1, 3, 9}, []string{"burst"}, 2 * time.Second},
 	}
 	for _, tt := range tests {
-		o := a.Outcome(counts(tt.cur...))
+		o := decide.Decide(a, counts(tt.cur...))
 		var denied []string
-		for _, d := range o.Denied() {
+		for _, d := range o.Public().Denied() {
 			denied = append(denied, d.Policy.Name)
 		}
-		if o.Allowed || !slices.Equal(denied, tt.denied) || o.RetryAfter() != tt.want {
-			t.Errorf("%s: allowed %v, denied by %v, retry after %v; want denied by %v, %v", tt.name, o.Allowed, denied, o.RetryAfter(), tt.denied, tt.want)
+		if o.Allowed || !slices.Equal(denied, tt.denied) || o.Public().RetryAfter() != tt.want {
+			t.Errorf("%s: allowed %v, denied by %v, retry after %v; want denied by %v, %v", tt.name, o.Allowed, denied, o.Public().RetryAfter(), tt.denied, tt.want)
 		}
 	}
 }
 
 // decide is the decision of one attempt at now under p alone, from st.
-func decide(p limiter.Policy, now time.Time, st limiter.State) limiter.Decision {
-	return limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k"}}, Now: now}.Outcome([]limiter.State{st}).Decisions[0]
+func decideOne(p limiter.Policy, now time.Time, st decide.State) decide.Decision {
+	return decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k"}}, Now: now}, []decide.State{st}).Decisions[0]
 }
 
 // counts are states holding the current windows' counts cur.
-func counts(cur ...int64) []limiter.State {
-	st := make([]limiter.State, len(cur))
+func counts(cur ...int64) []decide.State {
+	st := make([]decide.State, len(cur))
 	for i, c := range cur {
 		st[i].Cur = c
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
@@ -146,7 +147,7 @@ func CountRows(tb testing.TB, db *sql.DB) Rows {
 func Counter(tb testing.TB, db *sql.DB, key string, start time.Time) (rows, count int64) {
 	tb.Helper()
 	x := strings.ToUpper(hex.EncodeToString([]byte(key)))
-	w := limiter.FormatWindow(start)
+	w := decide.FormatWindow(start)
 	rows = QueryInt(tb, db, `SELECT count(*) FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = ?2`, x, w)
 	if rows == 1 {
 		count = QueryInt(tb, db, `SELECT count FROM rate_limit_windows WHERE hex(key) = ?1 AND window_start = ?2`, x, w)

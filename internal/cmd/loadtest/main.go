@@ -38,6 +38,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/rejectcache"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
@@ -209,7 +211,7 @@ func worker(o options) error {
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	var decider limiter.Store = store
 	if o.cache {
-		decider = limiter.NewRejectCache(store, 0)
+		decider = rejectcache.New(store, 0)
 	}
 	memory := &memoryCounter{Store: decider, n: map[string]int64{}}
 	api := httpapi.New(httpapi.Options{Store: memory, Logger: logger, Rules: o.rules()})
@@ -234,7 +236,7 @@ func worker(o options) error {
 				}
 				key := fmt.Sprintf("k%04d", rng.IntN(o.keys))
 				start := time.Now()
-				allowed, window, err := decide(ctx, o, api, store, key)
+				allowed, window, err := decideOne(ctx, o, api, store, key)
 				r.Latency.add(time.Since(start))
 				switch {
 				case err != nil:
@@ -302,7 +304,7 @@ func newResult() result {
 	return result{Latency: newHist(), Attempts: map[string]int64{}, Granted: map[string]int64{}, Memory: map[string]int64{}}
 }
 
-// memoryCounter counts, per key and window, the denials a RejectCache made
+// memoryCounter counts, per key and window, the denials a reject cache made
 // from memory, which the store never saw.
 type memoryCounter struct {
 	limiter.Store
@@ -311,10 +313,11 @@ type memoryCounter struct {
 }
 
 func (m *memoryCounter) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	ctx, whole := decide.Capture(ctx)
 	o, err := m.Store.Allow(ctx, a)
-	if err == nil && o.Decisions[0].FromMemory {
+	if err == nil && whole.FromMemory {
 		m.mu.Lock()
-		m.n[a.Checks[0].Key+"\t"+limiter.FormatWindow(o.Decisions[0].WindowStart)]++
+		m.n[a.Checks[0].Key+"\t"+decide.FormatWindow(o.Decisions[0].WindowStart)]++
 		m.mu.Unlock()
 	}
 	return o, err
@@ -348,9 +351,9 @@ func (r *result) add(o result) {
 
 var errBusy = errors.New("lock wait ran out")
 
-// decide makes one decision and reports whether it was allowed and in
+// decideOne makes one decision and reports whether it was allowed and in
 // which window.
-func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Store, key string) (bool, string, error) {
+func decideOne(ctx context.Context, o options, api *httpapi.API, store *sqlite.Store, key string) (bool, string, error) {
 	if o.via == "store" {
 		a := limiter.Attempt{Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"}
 		for _, r := range o.rules() {
@@ -363,7 +366,7 @@ func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Stor
 			}
 			return false, "", err
 		}
-		return out.Allowed, limiter.FormatWindow(out.Decisions[0].WindowStart), nil
+		return out.Allowed, decide.FormatWindow(out.Decisions[0].WindowStart), nil
 	}
 	r := httptest.NewRequest(http.MethodGet, "/ping", nil)
 	r.Header.Set("X-Client-Key", key)
@@ -383,7 +386,7 @@ func decide(ctx context.Context, o options, api *httpapi.API, store *sqlite.Stor
 	if err != nil {
 		return false, "", fmt.Errorf("no X-RateLimit-Reset: %v", w.Header())
 	}
-	window := limiter.FormatWindow(time.Unix(reset-o.window, 0))
+	window := decide.FormatWindow(time.Unix(reset-o.window, 0))
 	return w.Code == http.StatusOK, window, nil
 }
 
@@ -579,7 +582,7 @@ func check(o options, total result) (int, []string, error) {
 		}
 		for _, r := range o.rules()[1:] {
 			key, window, _ := strings.Cut(kw, "\t")
-			k := r.Policy.StoreKey(o.keyOf(r.Policy, key)) + "\t" + window
+			k := decide.StoreKey(r.Policy, o.keyOf(r.Policy, key)) + "\t" + window
 			if other[k] != g.stored {
 				bad = append(bad, fmt.Sprintf("%s: stored %d under %s, %d under ping", strings.ReplaceAll(kw, "\t", " @ "), other[k], r.Policy.Name, g.stored))
 			}

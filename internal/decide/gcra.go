@@ -1,9 +1,10 @@
-package limiter
+package decide
 
 import (
-	"fmt"
 	"math"
 	"time"
+
+	"github.com/ft251/ratelimit/limiter"
 )
 
 // GCRA, the generic cell rate algorithm, keeps one instant per key: its
@@ -22,36 +23,15 @@ import (
 
 // Emission is T, the interval at which a GCRA policy lets requests through
 // at its sustained rate: Window / Limit.
-func (p Policy) Emission() time.Duration { return p.Window / time.Duration(p.Limit) }
-
-// MaxTolerance bounds a GCRA policy's tolerance, Capacity() * Emission():
-// how far ahead of now a bucket's TAT may run. A century keeps every
-// instant the arithmetic reaches inside an int64 of nanoseconds.
-const MaxTolerance = 100 * 365 * 24 * time.Hour
-
-func (p Policy) validateGCRA() []error {
-	var errs []error
-	if p.Limit > 0 && p.Window/time.Duration(p.Limit) < time.Microsecond {
-		errs = append(errs, fmt.Errorf("policy %q: a gcra limit of %d per %v lets a request through more often than every microsecond", p.Name, p.Limit, p.Window))
-	}
-	switch {
-	case p.Burst < 0 || p.Burst > MaxBurst:
-		errs = append(errs, fmt.Errorf("policy %q: burst %d is not from 1 to %d", p.Name, p.Burst, MaxBurst))
-	case p.Burst == 0 && p.Limit > MaxBurst:
-		errs = append(errs, fmt.Errorf("policy %q: with no burst set, the burst is the limit, %d, more than %d: set a burst", p.Name, p.Limit, MaxBurst))
-	case p.Limit > 0 && p.Capacity() > int64(MaxTolerance/max(p.Emission(), 1)):
-		errs = append(errs, fmt.Errorf("policy %q: a burst of %d every %v would take more than a century to drain", p.Name, p.Capacity(), p.Emission()))
-	}
-	return errs
-}
+func Emission(p limiter.Policy) time.Duration { return p.Window / time.Duration(p.Limit) }
 
 // bucket is the TAT st holds, as p counts: a TAT written while the key's
 // emission interval was another (an override set or removed since, a
 // limit changed) holds that many emissions back, and is rescaled to hold
 // as many of p's, at most a whole bucket. Without it, raising a key's
 // limit would leave it waiting out the old, slower rate.
-func (p Policy) bucket(now time.Time, st State) time.Time {
-	t := p.Emission()
+func bucket(p limiter.Policy, now time.Time, st State) time.Time {
+	t := Emission(p)
 	if st.Emission <= 0 || st.Emission == t || !st.TAT.After(now) {
 		return st.TAT
 	}
@@ -61,13 +41,13 @@ func (p Policy) bucket(now time.Time, st State) time.Time {
 
 // gcraFits reports whether an attempt of cost at now fits a bucket whose
 // TAT is tat, and the TAT it leaves if it is let through.
-func (p Policy) gcraFits(now, tat time.Time, cost int64) (bool, time.Time) {
+func gcraFits(p limiter.Policy, now, tat time.Time, cost int64) (bool, time.Time) {
 	if cost > p.Capacity() {
 		// Never fits, and cost*T could overflow: the policy's tolerance
 		// is bounded, not cost.
 		return false, tat
 	}
-	t := p.Emission()
+	t := Emission(p)
 	base := tat
 	if base.Before(now) {
 		base = now
@@ -81,8 +61,8 @@ func (p Policy) gcraFits(now, tat time.Time, cost int64) (bool, time.Time) {
 // rest of the bucket (Count + Remaining = Capacity), and ResetAfter is when
 // the bucket is whole again, or, with nothing left, when the next request
 // fits.
-func (p Policy) gcraUsage(key string, now, tat time.Time) Usage {
-	t := p.Emission()
+func gcraUsage(p limiter.Policy, key string, now, tat time.Time) limiter.Usage {
+	t := Emission(p)
 	owed := max(tat.Sub(now), 0) // what the bucket still holds back
 	room := time.Duration(p.Capacity())*t - owed
 	remaining := max(int64(room/t), 0)
@@ -92,25 +72,25 @@ func (p Policy) gcraUsage(key string, now, tat time.Time) Usage {
 	}
 	start := WindowStart(now, p.Window)
 	after := wholeSeconds(wait)
-	return Usage{Policy: p, Key: key, Count: p.Capacity() - remaining, Remaining: remaining,
+	return limiter.Usage{Policy: p, Key: key, Count: p.Capacity() - remaining, Remaining: remaining,
 		WindowStart: start, Reset: now.Add(after), ResetAfter: after}
 }
 
 // gcraStanding is gcraUsage after an attempt of cost, with the bucket at
 // tat: when what is left is less than the attempt cost, ResetAfter is when
 // another attempt of that cost fits.
-func (p Policy) gcraStanding(key string, now, tat time.Time, cost int64) Usage {
-	u := p.gcraUsage(key, now, tat)
+func gcraStanding(p limiter.Policy, key string, now, tat time.Time, cost int64) limiter.Usage {
+	u := gcraUsage(p, key, now, tat)
 	if u.Remaining < cost {
-		t := p.Emission()
+		t := Emission(p)
 		base := tat
 		if base.Before(now) {
 			base = now
 		}
 		// A cost beyond the burst never fits; it is told the wait of a
 		// bucket that is whole (stores refuse it before it gets here:
-		// Attempt.Impossible).
-		// Bounded by a second bucket, so that cost*T cannot overflow.
+		// Impossible). Bounded by a second bucket, so that cost*T cannot
+		// overflow.
 		fitsAt := base.Add(time.Duration(min(cost, 2*p.Capacity())-p.Capacity()) * t)
 		u.ResetAfter = wholeSeconds(fitsAt.Sub(now))
 		u.Reset = now.Add(u.ResetAfter)

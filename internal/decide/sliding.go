@@ -1,8 +1,10 @@
-package limiter
+package decide
 
 import (
 	"math"
 	"time"
+
+	"github.com/ft251/ratelimit/limiter"
 )
 
 // The sliding-window counter: the count at now is the current fixed
@@ -12,7 +14,7 @@ import (
 // the ones a fixed window keeps.
 
 // weighted is the sliding-window count at now.
-func (p Policy) weighted(now time.Time, cur, prev int64) float64 {
+func weighted(p limiter.Policy, now time.Time, cur, prev int64) float64 {
 	elapsed := now.Sub(WindowStart(now, p.Window))
 	return float64(prev)*(1-float64(elapsed)/float64(p.Window)) + float64(cur)
 }
@@ -21,20 +23,20 @@ func (p Policy) weighted(now time.Time, cur, prev int64) float64 {
 // attempt's cost included, for the attempt to be allowed, given the
 // previous window's count (prev, used by sliding policies only). For a
 // fixed window it is the limit; for a sliding one, the limit less the
-// previous window's weight. A store that cannot run the policy's arithmetic
-// inside its write (DynamoDB's condition expressions) turns it into a
-// condition on the count.
-func (p Policy) MaxCount(now time.Time, prev int64) int64 {
-	if !p.IsSliding() {
+// previous window's weight. A store that cannot run the policy's
+// arithmetic inside its write (DynamoDB's condition expressions) turns it
+// into a condition on the count.
+func MaxCount(p limiter.Policy, now time.Time, prev int64) int64 {
+	if p.Algorithm != limiter.Sliding {
 		return p.Limit
 	}
-	return int64(math.Floor(float64(p.Limit) - p.weighted(now, 0, prev) + 1e-9))
+	return int64(math.Floor(float64(p.Limit) - weighted(p, now, 0, prev) + 1e-9))
 }
 
 // slidingWait is how long until one more attempt of cost would be allowed,
 // if no other came: later in this window, as the previous window's weight
 // fades, or in the next, as this window's does.
-func (p Policy) slidingWait(now time.Time, cur, prev, cost int64) time.Duration {
+func slidingWait(p limiter.Policy, now time.Time, cur, prev, cost int64) time.Duration {
 	w := float64(p.Window)
 	start := WindowStart(now, p.Window)
 	elapsed := float64(now.Sub(start))

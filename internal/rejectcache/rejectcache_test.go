@@ -1,4 +1,4 @@
-package limiter_test
+package rejectcache_test
 
 import (
 	"context"
@@ -7,25 +7,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/rejectcache"
+	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/sqlite/sqlitetest"
-	"github.com/ft251/ratelimit/limiter/storetest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 	store := sqlitetest.Open(t, limiter.StoreConfig{})
-	c := limiter.NewRejectCache(store, 0)
+	c := rejectcache.New(store, 0)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	ctx := context.Background()
-	try := func(at time.Duration) limiter.Decision {
+	try := func(at time.Duration) remembered {
 		t.Helper()
-		o, err := c.Allow(ctx, storetest.One(p, "abuser", t0.Add(at), "", ""))
+		o, err := allow(ctx, c, storetest.One(p, "abuser", t0.Add(at), "", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return o.Decisions[0]
+		return remembered{o.Decisions[0].Decision, o.FromMemory}
 	}
 	for i := range 3 {
 		if d := try(time.Duration(i) * time.Second); !d.Allowed || d.FromMemory {
@@ -39,7 +41,7 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 	// denied from memory, with the right wait, and the store never sees
 	// them.
 	for i := range 20 {
-		at := 10*time.Second + time.Duration(i+1)*limiter.MaxRemembered/25
+		at := 10*time.Second + time.Duration(i+1)*rejectcache.MaxRemembered/25
 		d := try(at)
 		if d.Allowed || !d.FromMemory || d.Remaining != 0 || d.ResetAfter != wholeSeconds(time.Minute-at) || !d.Reset.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("attempt at +%v: %+v, want a denial from memory with retry after %v", at, d, wholeSeconds(time.Minute-at))
@@ -50,10 +52,10 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 	}
 	// MaxRemembered after the denial, the store is asked again (an
 	// override or a reset made elsewhere would show), and remembered anew.
-	if d := try(10*time.Second + limiter.MaxRemembered); d.Allowed || d.FromMemory || d.Count != 5 {
-		t.Fatalf("%v after the denial: %+v, want denied by the store with count 5", limiter.MaxRemembered, d)
+	if d := try(10*time.Second + rejectcache.MaxRemembered); d.Allowed || d.FromMemory || d.Count != 5 {
+		t.Fatalf("%v after the denial: %+v, want denied by the store with count 5", rejectcache.MaxRemembered, d)
 	}
-	if d := try(10*time.Second + limiter.MaxRemembered + time.Second); d.Allowed || !d.FromMemory {
+	if d := try(10*time.Second + rejectcache.MaxRemembered + time.Second); d.Allowed || !d.FromMemory {
 		t.Fatalf("after the second denial: %+v, want a denial from memory", d)
 	}
 	// The next window asks the store again.
@@ -68,7 +70,7 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 
 func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 	store := sqlitetest.Open(t, limiter.StoreConfig{})
-	c := limiter.NewRejectCache(store, 2)
+	c := rejectcache.New(store, 2)
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	ctx := context.Background()
 	for _, k := range []string{"a", "b", "c"} {
@@ -97,14 +99,14 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 // the minute ends.
 func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
 	store := sqlitetest.Open(t, limiter.StoreConfig{})
-	c := limiter.NewRejectCache(store, 0)
+	c := rejectcache.New(store, 0)
 	minute := limiter.Policy{Name: "ping", Limit: 2, Window: time.Minute}
 	second := limiter.Policy{Name: "burst", Limit: 5, Window: time.Second, Namespace: "burst", Algorithm: limiter.Sliding}
 	ctx := context.Background()
-	try := func(at time.Duration) limiter.Outcome {
+	try := func(at time.Duration) decide.Outcome {
 		t.Helper()
 		a := limiter.Attempt{Checks: []limiter.Check{{Policy: minute, Key: "k"}, {Policy: second, Key: "k"}}, Now: t0.Add(at)}
-		o, err := c.Allow(ctx, a)
+		o, err := allow(ctx, c, a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,24 +121,39 @@ func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
 		if o.Allowed || o.Decisions[0].Allowed || !o.Decisions[1].Allowed {
 			t.Fatalf("at +%ds: %+v, want denied by ping alone", s, o)
 		}
-		if !o.Decisions[0].FromMemory {
+		if !o.FromMemory {
 			stored++
 		}
-		if o.RetryAfter() != time.Duration(60-s)*time.Second {
-			t.Fatalf("at +%ds: retry after %v, want %ds", s, o.RetryAfter(), 60-s)
+		if o.Public().RetryAfter() != time.Duration(60-s)*time.Second {
+			t.Fatalf("at +%ds: retry after %v, want %ds", s, o.Public().RetryAfter(), 60-s)
 		}
 	}
 	// Remembered from the denial at 200 ms; asked again at 11, 21, 31, 41
 	// and 51 s.
-	if want := int(time.Minute/limiter.MaxRemembered) - 1; stored != want {
-		t.Errorf("the store decided %d of the 59 attempts, want %d: one every %v", stored, want, limiter.MaxRemembered)
+	if want := int(time.Minute/rejectcache.MaxRemembered) - 1; stored != want {
+		t.Errorf("the store decided %d of the 59 attempts, want %d: one every %v", stored, want, rejectcache.MaxRemembered)
 	}
 	if u, _ := store.Usage(ctx, minute, "k", t0); u.Count != int64(3+stored) {
 		t.Errorf("stored count %d, want %d: the attempts before the cache and those it let through", u.Count, 3+stored)
 	}
-	if o := try(time.Minute); !o.Allowed || o.Decisions[0].FromMemory {
+	if o := try(time.Minute); !o.Allowed || o.FromMemory {
 		t.Errorf("next minute: %+v, want allowed by the store", o)
 	}
+}
+
+// remembered is a decision, and whether the cache made it from memory.
+type remembered struct {
+	limiter.Decision
+	FromMemory bool
+}
+
+// allow is c.Allow, with the whole outcome it reports (decide.Capture).
+func allow(ctx context.Context, c *rejectcache.Cache, a limiter.Attempt) (decide.Outcome, error) {
+	ctx, whole := decide.Capture(ctx)
+	if _, err := c.Allow(ctx, a); err != nil {
+		return decide.Outcome{}, err
+	}
+	return *whole, nil
 }
 
 // wholeSeconds rounds d up to whole seconds, as waits are told.
@@ -163,7 +180,7 @@ func (s *countingStore) Allow(ctx context.Context, a limiter.Attempt) (limiter.O
 // README states.
 func TestRejectCacheUnderConcurrency(t *testing.T) {
 	counted := &countingStore{Store: sqlitetest.Open(t, limiter.StoreConfig{})}
-	c := limiter.NewRejectCache(counted, 0)
+	c := rejectcache.New(counted, 0)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	const clients, each = 16, 20
 	var wg sync.WaitGroup
@@ -222,7 +239,7 @@ func TestRejectCacheForgetsADenialThatCrossedAReset(t *testing.T) {
 		t.Fatalf("first: %+v, %v", o, err)
 	}
 	held := &heldStore{Store: store, denied: make(chan struct{}), release: make(chan struct{})}
-	c := limiter.NewRejectCache(held, 0)
+	c := rejectcache.New(held, 0)
 	done := make(chan error)
 	go func() {
 		_, err := c.Allow(ctx, storetest.One(p, "k", t0, "", ""))
@@ -239,7 +256,7 @@ func TestRejectCacheForgetsADenialThatCrossedAReset(t *testing.T) {
 	if c.Len() != 0 {
 		t.Errorf("%d denials remembered across the reset", c.Len())
 	}
-	if o, err := c.Allow(ctx, storetest.One(p, "k", t0.Add(time.Second), "", "")); err != nil || !o.Allowed || o.Decisions[0].FromMemory {
+	if o, err := allow(ctx, c, storetest.One(p, "k", t0.Add(time.Second), "", "")); err != nil || !o.Allowed || o.FromMemory {
 		t.Errorf("after the reset: %+v, %v; want allowed by the store", o, err)
 	}
 }

@@ -1,4 +1,5 @@
-package limiter
+// Package backoff is how the stores wait between tries.
+package backoff
 
 import (
 	"context"
@@ -6,8 +7,8 @@ import (
 )
 
 // Sleep pauses for d, or until ctx is done, whichever comes first, and
-// returns ctx's error in the second case. The stores wait this way between
-// tries, so that a request's deadline always ends a wait.
+// returns ctx's error in the second case, so that a request's deadline
+// always ends a wait.
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
