@@ -471,3 +471,31 @@ func TestConcurrentOverrideSetsReportAChainOfBefores(t *testing.T) {
 		t.Errorf("%d sets report no override before them, want the first alone", nones)
 	}
 }
+
+// TestAnOverrideWriteOfUnknownOutcomeReportsNoBefore: every answer to a
+// set's write is lost, past the store's budget. The set may have been
+// applied (here it was), so the store reports no before, only a failure,
+// which the admin log line gives as "unknown"; the next set reports the
+// override the first one put.
+func TestAnOverrideWriteOfUnknownOutcomeReportsNoBefore(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	st, err := dynamodb.Open(context.Background(), limiter.StoreConfig{
+		Kind: limiter.StoreDynamoDB, Table: table, Endpoint: proxy.URL, BusyTimeout: 300 * time.Millisecond,
+	}, dynamotest.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
+	proxy.Lose("TransactWriteItems", 1_000_000)
+	before, err := st.SetOverride(context.Background(), p, "k", limiter.Override{Limit: 5})
+	if !errors.Is(err, limiter.ErrUnavailable) || before != nil {
+		t.Fatalf("a set of unknown outcome: %v, %v; want no before and a store failure", before, err)
+	}
+	proxy.Lose("TransactWriteItems", 0)
+	before, err = st.SetOverride(context.Background(), p, "k", limiter.Override{Limit: 6})
+	if err != nil || before == nil || before.Limit != 5 {
+		t.Errorf("the next set: before %v, %v; want the limit 5 the first one put", before, err)
+	}
+}
