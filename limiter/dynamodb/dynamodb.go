@@ -54,6 +54,12 @@
 // DynamoDB either applies or answers from the first. A validation error is
 // final. When the budget runs out, the fail mode answers.
 //
+// An admin call that sets or deletes an override reads it first, strongly
+// consistent, and writes on condition that it is still as read: the
+// override it returns as replaced is exactly the one its write replaced,
+// also when its answer was lost and the call repeated. (ReturnValues=ALL_OLD
+// on a repeat gave back what the first attempt had written.)
+//
 // Conflicts and throttling are tried again until BusyTimeout or the
 // request's deadline. One hot key is bounded by its partition's write
 // throughput, about 1,000 write units a second, and a transactional write

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -360,5 +362,141 @@ func TestALostAnswerThenAThrottledRepeatIsAppliedOnce(t *testing.T) {
 		if count, audit := stored(t, endpoint, table, p, "k", t0); count != 1 || audit != 1 {
 			t.Errorf("stored count %d with %d audit records, want 1 and 1", count, audit)
 		}
+	}
+}
+
+// TestLostAnswersLeaveOverrideBeforesExact sets and deletes one key's
+// override many times, one after the other, with about 15% of the answers
+// of every kind of call lost, and checks every before the store reports
+// against the override the table held just before (read straight from
+// moto). A PutItem or DeleteItem with ReturnValues=ALL_OLD that was
+// repeated after a lost answer used to see its own first attempt: a set
+// reported the override it had itself just put (before == after), a delete
+// reported none although one had been there.
+func TestLostAnswersLeaveOverrideBeforesExact(t *testing.T) {
+	endpoint, table, proxy, st := openBehindProxy(t)
+	direct := open(t, endpoint, table)
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(19, 15))
+	show := func(o *limiter.Override) string {
+		if o == nil {
+			return "none"
+		}
+		return fmt.Sprint(o.Limit)
+	}
+	for i := range 100 {
+		for _, op := range []string{"GetItem", "PutItem", "DeleteItem", "TransactWriteItems"} {
+			lose := 0
+			if rng.Float64() < 0.15 {
+				lose = 1
+			}
+			proxy.Lose(op, lose)
+		}
+		truth, err := direct.Override(ctx, p, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before *limiter.Override
+		what := "delete"
+		if rng.IntN(5) < 3 {
+			what = fmt.Sprintf("set %d", i+1)
+			before, err = st.SetOverride(ctx, p, "k", limiter.Override{Limit: int64(i + 1)})
+		} else {
+			before, err = st.DeleteOverride(ctx, p, "k")
+		}
+		if err != nil {
+			t.Fatalf("%d, %s: %v", i, what, err)
+		}
+		if show(before) != show(truth) {
+			t.Errorf("%d, %s: before %s, but the table held %s", i, what, show(before), show(truth))
+		}
+	}
+	lost := 0
+	for _, c := range proxy.Calls() {
+		if c.Lost {
+			lost++
+		}
+	}
+	if lost < 10 {
+		t.Errorf("%d answers lost: the test did not test", lost)
+	}
+}
+
+// TestConcurrentOverrideSetsReportAChainOfBefores: two stores set one
+// key's override at once, each to values of its own. Every set replaced
+// exactly one state, so the befores they report chain: each value is the
+// before of at most one set, the first set's before is none, and every
+// other set's before is a value some set put. A set that reported what it
+// read, when another set came in between its read and its write, would
+// break the chain.
+func TestConcurrentOverrideSetsReportAChainOfBefores(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
+	const sets = 25
+	befores := make([][]*limiter.Override, 2)
+	var wg sync.WaitGroup
+	for w := range befores {
+		st := open(t, endpoint, table)
+		wg.Go(func() {
+			for i := range sets {
+				b, err := st.SetOverride(context.Background(), p, "k", limiter.Override{Limit: int64(1 + w*sets + i)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				befores[w] = append(befores[w], b)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	nones := 0
+	for _, bs := range befores {
+		for _, b := range bs {
+			switch {
+			case b == nil:
+				nones++
+			case b.Limit < 1 || b.Limit > 2*sets:
+				t.Errorf("before %d: no set put it", b.Limit)
+			case seen[b.Limit]:
+				t.Errorf("before %d reported twice: two sets replaced one state", b.Limit)
+			}
+			if b != nil {
+				seen[b.Limit] = true
+			}
+		}
+	}
+	if nones != 1 {
+		t.Errorf("%d sets report no override before them, want the first alone", nones)
+	}
+}
+
+// TestAnOverrideWriteOfUnknownOutcomeReportsNoBefore: every answer to a
+// set's write is lost, past the store's budget. The set may have been
+// applied (here it was), so the store reports no before, only a failure,
+// which the admin log line gives as "unknown"; the next set reports the
+// override the first one put.
+func TestAnOverrideWriteOfUnknownOutcomeReportsNoBefore(t *testing.T) {
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	proxy := dynamotest.NewProxy(t, endpoint)
+	st, err := dynamodb.Open(context.Background(), limiter.StoreConfig{
+		Kind: limiter.StoreDynamoDB, Table: table, Endpoint: proxy.URL, BusyTimeout: 300 * time.Millisecond,
+	}, dynamotest.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
+	proxy.Lose("TransactWriteItems", 1_000_000)
+	before, err := st.SetOverride(context.Background(), p, "k", limiter.Override{Limit: 5})
+	if !errors.Is(err, limiter.ErrUnavailable) || before != nil {
+		t.Fatalf("a set of unknown outcome: %v, %v; want no before and a store failure", before, err)
+	}
+	proxy.Lose("TransactWriteItems", 0)
+	before, err = st.SetOverride(context.Background(), p, "k", limiter.Override{Limit: 6})
+	if err != nil || before == nil || before.Limit != 5 {
+		t.Errorf("the next set: before %v, %v; want the limit 5 the first one put", before, err)
 	}
 }

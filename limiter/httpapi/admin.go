@@ -161,7 +161,7 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 	}
 	before, err := a.opts.Store.SetOverride(req.r.Context(), t.policy, t.key, o)
 	if err != nil {
-		return a.adminFailed(req, t, err)
+		return a.writeFailed(req, t, "set override", err)
 	}
 	a.audit(req, t, "set override", overrideState(t, before), overrideOf(t, o))
 	return req.ok(overrideOf(t, o))
@@ -183,7 +183,7 @@ func (a *API) getOverride(req *request, t adminTarget) error {
 func (a *API) deleteOverride(req *request, t adminTarget) error {
 	before, err := a.opts.Store.DeleteOverride(req.r.Context(), t.policy, t.key)
 	if err != nil {
-		return a.adminFailed(req, t, err)
+		return a.writeFailed(req, t, "delete override", err)
 	}
 	a.audit(req, t, "delete override", overrideState(t, before), nil)
 	return req.noContent()
@@ -238,6 +238,18 @@ func (a *API) audit(req *request, t adminTarget, action string, before, after an
 func (a *API) adminFailed(req *request, t adminTarget, err error) error {
 	req.err, req.decision = err, "error"
 	return storeUnavailable(t.policy.Window)
+}
+
+// unknown is a log line's before and after when they cannot be known.
+const unknown = "unknown"
+
+// writeFailed answers a failed override write as adminFailed does, and
+// logs the action with before and after "unknown": a write whose answer is
+// an error may still have been made (DynamoDB: its answers lost until the
+// budget ran out), and the store said nothing of what it replaced.
+func (a *API) writeFailed(req *request, t adminTarget, action string, err error) error {
+	a.audit(req, t, action, unknown, unknown)
+	return a.adminFailed(req, t, err)
 }
 
 func badAdmin(why string) *Problem {

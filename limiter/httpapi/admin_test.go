@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/internal/rejectcache"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
@@ -245,4 +246,39 @@ func (f *fixture) lastLogLine(t *testing.T) string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(f.logs.String()), "\n")
 	return lines[len(lines)-1]
+}
+
+// unknownOutcomeStore fails every override write as a DynamoDB store does
+// when the answers to its write were lost until its budget ran out: the
+// write may have been made.
+type unknownOutcomeStore struct{ limiter.Store }
+
+var errOutcomeUnknown = fault.Failed(fault.Unavailable, "dynamodb: set override t (9 tries): connection reset")
+
+func (unknownOutcomeStore) SetOverride(context.Context, limiter.Policy, string, limiter.Override) (*limiter.Override, error) {
+	return nil, errOutcomeUnknown
+}
+
+func (unknownOutcomeStore) DeleteOverride(context.Context, limiter.Policy, string) (*limiter.Override, error) {
+	return nil, errOutcomeUnknown
+}
+
+// TestAFailedOverrideWriteLogsItsBeforeAsUnknown: a set or delete whose
+// store answered an error is a 503, and its log line still names the
+// action, with before and after "unknown": the write may have been made,
+// and nothing says what it replaced. It used to log no action at all.
+func TestAFailedOverrideWriteLogsItsBeforeAsUnknown(t *testing.T) {
+	f := newAdmin(t, httpapi.Options{Store: unknownOutcomeStore{sqlitetest.Open(t, limiter.StoreConfig{})}})
+	for _, tc := range []struct{ method, body, action string }{
+		{"PUT", `{"limit": 5}`, "set override"},
+		{"DELETE", "", "delete override"},
+	} {
+		w := f.send(t, tc.method, "/admin/overrides/ping/alice", tc.body)
+		wantProblem(t, w, 503, httpapi.TypeStoreUnavailable, "/admin/overrides/ping/alice")
+		log := f.lastLog(t)
+		admin, _ := log["admin"].(map[string]any)
+		if log["decision"] != "error" || admin["action"] != tc.action || admin["before"] != "unknown" || admin["after"] != "unknown" {
+			t.Errorf("%s: log decision %v, admin %v; want error, %q with before and after unknown", tc.method, log["decision"], admin, tc.action)
+		}
+	}
 }
