@@ -19,19 +19,23 @@ import (
 // Problem Details with Retry-After that /ping gives, and never reaches it.
 // Requests no route matches pass through untouched.
 //
-// A request the rules' own patterns would redirect (to a cleaned path, or
-// "/api" to a subtree "/api/"), is not their route yet. What becomes of it
-// depends on the handler wrapped. An *http.ServeMux (the mux itself, not a
-// handler around it) routes for itself, as it would alone: a request it
-// would redirect passes through, uncounted, to its redirect, and the
-// request it is redirected to is counted when it arrives; any other is
-// counted by the rules that match it exactly, so its own "/api" beside a
-// rule's "/api/" reaches its handler uncounted, and a path it answers 404
-// is counted if a rule matches it. Any other handler is given the rules'
-// redirect, uncounted: it might serve "//orders" as "/orders" without the
-// limit of "POST /orders". When the store fails,
-// limiter.FailClosed answers 503, limiter.FailOpen lets the request
-// through, uncounted. Each counted request logs one line, as the API's do.
+// Which requests a route matches, and which are redirected first, is
+// decided by the handler wrapped. An *http.ServeMux itself (not a handler
+// around one) routes for itself, as it would alone: a request it would
+// redirect (to a cleaned path, or "/docs" to its subtree "/docs/") passes
+// through to that redirect, uncounted, and the request that follows is
+// counted when it arrives; any other is counted by the rules whose
+// patterns match it as it is, so the mux's own "/api" beside a rule's
+// "/api/" reaches its handler uncounted, never redirected, and a path the
+// mux answers 404 is counted if a rule matches it. For any other handler,
+// whose routing cannot be told, the rules alone decide: a request their
+// patterns would redirect ("/api" for a rule's "/api/", "//orders" for
+// "POST /orders") gets that redirect, uncounted, so that the handler never
+// serves "//orders" as "/orders" without the limit.
+//
+// When the store fails, limiter.FailClosed answers 503, limiter.FailOpen
+// lets the request through, uncounted. Each counted request logs one
+// line, as the API's do.
 // A panic of the handler is not the middleware's: it logs the line and
 // lets the panic go on, to your recovery or net/http's.
 //
