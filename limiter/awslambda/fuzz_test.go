@@ -19,7 +19,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +164,16 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 		ct := lambdatest.Header(resp, "Content-Type")
 		if ct == "" {
 			t.Fatalf("no Content-Type in %v, for event %s", resp.Headers, raw)
+		}
+		if strings.ToUpper(e.RequestContext.HTTP.Method) == http.MethodHead {
+			// A HEAD is answered as its GET would be, without the body.
+			if resp.Body != "" {
+				t.Fatalf("HEAD answered with a body %q, for event %s", resp.Body, raw)
+			}
+			if target.route == httpapi.RouteStatus && target.state(t) != before {
+				t.Fatalf("the status function wrote, for event %s", raw)
+			}
+			return
 		}
 		var b map[string]any
 		if resp.IsBase64Encoded || json.Unmarshal([]byte(resp.Body), &b) != nil || b == nil {

@@ -248,6 +248,49 @@ func (f *fixture) lastLogLine(t *testing.T) string {
 	return lines[len(lines)-1]
 }
 
+// TestAdminBodiesAreReadAsWritten: an override's body is read as /check's
+// is: a number as the literal it is (5.0000000000000001 was taken for 5),
+// a null member refused, naming it, and a charset but UTF-8 a 415.
+func TestAdminBodiesAreReadAsWritten(t *testing.T) {
+	f := newAdmin(t, httpapi.Options{})
+	for body, want := range map[string]float64{`{"limit": 1.00e1}`: 10, `{"limit": 70.0}`: 70, `{"limit": 700e-1, "burst": 0.3e1}`: 70} {
+		target := "/admin/overrides/ping/alice"
+		if strings.Contains(body, "burst") {
+			target = "/admin/overrides/tokens/alice"
+		}
+		if w := f.send(t, "PUT", target, body); w.Code != 200 || decode(t, w)["limit"] != want {
+			t.Errorf("PUT %s: %d %s, want a limit of %v", body, w.Code, w.Body, want)
+		}
+	}
+	for target, bodies := range map[string]map[string]string{
+		"/admin/overrides/ping/bob": {
+			`{"limit": 5.0000000000000001}`: `"limit" must be a whole number, not 5.0000000000000001`,
+			`{"limit": null}`:               `"limit" must not be null`,
+		},
+		"/admin/overrides/tokens/bob": {
+			`{"limit": 60, "burst": 2.00000000000000001}`: `"burst" must be a whole number of at least 1, not 2.00000000000000001`,
+			`{"limit": 60, "burst": null}`:                `"burst" must not be null`,
+		},
+	} {
+		for body, why := range bodies {
+			p := wantProblem(t, f.send(t, "PUT", target, body), 400, httpapi.TypeInvalidRequest, target)
+			if d, _ := p["detail"].(string); !strings.Contains(d, why) {
+				t.Errorf("PUT %s %s: detail %q does not say %q", target, body, d, why)
+			}
+		}
+	}
+	r := httptest.NewRequest("PUT", "/admin/overrides/ping/bob", strings.NewReader(`{"limit": 5}`))
+	r.Header.Set("Content-Type", "application/json; charset=utf-16")
+	w := httptest.NewRecorder()
+	f.api.ServeHTTP(w, r)
+	wantProblem(t, w, 415, httpapi.TypeInvalidRequest, "/admin/overrides/ping/bob")
+	for _, p := range []limiter.Policy{pingPolicy, adminRules()[2].Policy} {
+		if o, _ := f.store.Override(context.Background(), p, "bob"); o != nil {
+			t.Errorf("a refused body set bob's override under %s: %+v", p.Name, *o)
+		}
+	}
+}
+
 // unknownOutcomeStore fails every override write as a DynamoDB store does
 // when the answers to its write were lost until its budget ran out: the
 // write may have been made.

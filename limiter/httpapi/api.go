@@ -140,10 +140,17 @@ func New(opts Options) *API {
 }
 
 // ServeHTTP routes the request, answers errors with Problem Details, and
-// logs one line.
+// logs one line. A HEAD of a GET route is answered as its GET, counted as
+// the GET would be, with the same status and headers and no body: what
+// RFC 9110 (section 9.3.2) asks of HEAD, what ServeMux does for a GET
+// pattern (and so for the admin routes and for a rule's "GET /ping"), and
+// what the Allow of a GET route, "GET, HEAD", promises. (The template
+// declares GET routes only: a HEAD reaches the function only if API
+// Gateway passes it on.)
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := a.begin(w, r)
 	defer a.finish(req)
+	req.w.head = r.Method == http.MethodHead
 	if a.admin != nil && strings.HasPrefix(r.URL.Path, RouteAdmin) {
 		req.serve(a.admin)
 		return
@@ -153,8 +160,14 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 		err = notFound(r)
+	case r.Method == http.MethodHead && rt.method == http.MethodGet:
+		err = rt.handle(req)
 	case r.Method != rt.method:
-		err = methodNotAllowed(r.URL.Path, rt.method)
+		allow := rt.method
+		if allow == http.MethodGet {
+			allow += ", " + http.MethodHead
+		}
+		err = methodNotAllowed(r.URL.Path, allow)
 	default:
 		err = rt.handle(req)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -189,16 +190,53 @@ func TestUnknownPathAndWrongMethod(t *testing.T) {
 	f := newFixture(t, httpapi.Options{})
 	wantProblem(t, f.do(t, "GET", "/nope"), 404, httpapi.TypeBlank, "/nope")
 	wantProblem(t, f.do(t, "GET", "/ping/"), 404, httpapi.TypeBlank, "/ping/")
-	for _, m := range []string{"POST", "HEAD", "DELETE", "OPTIONS"} {
+	for _, m := range []string{"POST", "PUT", "DELETE", "OPTIONS"} {
 		w := f.do(t, m, "/ping")
 		wantProblem(t, w, 405, httpapi.TypeBlank, "/ping")
-		if w.Header().Get("Allow") != "GET" {
-			t.Errorf("%s /ping: Allow = %q, want GET", m, w.Header().Get("Allow"))
+		if w.Header().Get("Allow") != "GET, HEAD" {
+			t.Errorf("%s /ping: Allow = %q, want GET, HEAD", m, w.Header().Get("Allow"))
 		}
 	}
 	// A function that serves only /ping does not answer /status.
 	only := newFixture(t, httpapi.Options{Routes: []string{httpapi.RoutePing}})
 	wantProblem(t, only.do(t, "GET", "/status?key=a"), 404, httpapi.TypeBlank, "/status")
+}
+
+// TestHeadIsAGetWithoutABody: HEAD /ping and HEAD /status answer as GET
+// would, status and headers, counting as GET counts, without the body
+// (RFC 9110, section 9.3.2; net/http's ServeMux serves a GET pattern's
+// HEAD alike). It used to be a 405 whose Allow said GET, which in HTTP
+// takes HEAD with it; and a 405 names HEAD among what the route takes.
+func TestHeadIsAGetWithoutABody(t *testing.T) {
+	f := newFixture(t, httpapi.Options{})
+	for i, want := range []int{200, 200, 200, 429} {
+		w := f.do(t, "HEAD", "/ping", "X-Client-Key", "k")
+		if w.Code != want || w.Body.Len() != 0 {
+			t.Fatalf("HEAD /ping %d: %d %q, want %d without a body", i+1, w.Code, w.Body, want)
+		}
+		wantHeader(t, w, "RateLimit", fmt.Sprintf(`"ping";r=%d;t=42`, max(2-i, 0)))
+		wantHeader(t, w, "Content-Type", map[bool]string{true: "application/json", false: "application/problem+json"}[want == 200])
+		if want == 429 {
+			wantHeader(t, w, "Retry-After", "42")
+		}
+	}
+	w := f.do(t, "HEAD", "/status?key=k")
+	if w.Code != 200 || w.Body.Len() != 0 || w.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("HEAD /status: %d %q %v, want 200 without a body", w.Code, w.Body, w.Header())
+	}
+	if body := decode(t, f.do(t, "GET", "/status?key=k")); body["count"] != float64(4) {
+		t.Errorf("count after 4 HEADs = %v, want 4: a HEAD counts as its GET", body["count"])
+	}
+	if w := f.do(t, "HEAD", "/status"); w.Code != 400 || w.Body.Len() != 0 {
+		t.Errorf("HEAD /status without a key: %d %q, want 400 without a body", w.Code, w.Body)
+	}
+	if line := f.lastLogLine(t); !strings.Contains(line, `"method":"HEAD"`) || !strings.Contains(line, `"status":400`) {
+		t.Errorf("log line %s, want the HEAD's", line)
+	}
+	w = f.do(t, "HEAD", "/check")
+	if w.Code != 405 || w.Header().Get("Allow") != "POST" || w.Body.Len() != 0 {
+		t.Errorf("HEAD /check: %d, Allow %q, %q; want 405, Allow: POST, no body", w.Code, w.Header().Get("Allow"), w.Body)
+	}
 }
 
 func TestClientKeySources(t *testing.T) {

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/ft251/ratelimit/internal/strictjson"
 )
@@ -16,12 +18,19 @@ const MaxCheckBody = 64 << 10
 
 // readJSON reads req's body, one JSON object, into v, a pointer to a
 // struct whose json tags are the members it takes, exactly: 415 for
-// another media type than application/json (none given is taken as JSON),
-// 413 beyond MaxCheckBody, and bad's 400 for anything else wrong, with example
-// in the message for an empty body.
+// another media type than application/json (none given is taken as JSON)
+// or a charset but UTF-8 (the body is read as UTF-8, as RFC 8259 has JSON
+// sent), 413 beyond MaxCheckBody, and bad's 400 for anything else wrong,
+// with example in the message for an empty body. A member that is null is
+// a 400 too, whichever it is: null stands for no value, which no member
+// takes (one that is optional is left out).
 func readJSON(req *request, v any, bad func(why string) *Problem, example string) error {
 	if ct := req.r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		mt, params, err := mime.ParseMediaType(ct)
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			err = errors.New("not UTF-8")
+		}
+		if err != nil || mt != "application/json" {
 			p := problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
 			if req.r.Method == http.MethodPost {
 				p.header.Set("Accept-Post", "application/json")
@@ -40,7 +49,33 @@ func readJSON(req *request, v any, bad func(why string) *Problem, example string
 	if err := strictjson.Decode(body, v); err != nil {
 		return bad(jsonProblem(err, example))
 	}
+	if name, ok := nullMember(body); ok {
+		return bad(fmt.Sprintf("%q must not be null", name))
+	}
 	return nil
+}
+
+// nullMember is the first member of body's object whose value is null, a
+// body that decoded as one.
+func nullMember(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", false
+		}
+		if name, _ := tok.(string); string(value) == "null" {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // jsonProblem says what is wrong with a body in its terms, not the

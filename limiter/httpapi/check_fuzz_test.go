@@ -31,7 +31,8 @@ func FuzzCheckBody(f *testing.F) {
 		`{"key": "k", "policies": [null]}`, `{"key": null}`, `{"key": ""}`, `{"key": " k "}`, `{"key": "a\u0000b"}`,
 		`{"key": "\ud800"}`, `{"key": "` + strings.Repeat("x", 257) + `"}`, `{"key": "k", "extra": true}`,
 		`{"Key": "k"}`, `{"key": "k"}{"key": "k"}`, `{"key": "k"} `, `[]`, `null`, `""`, `{`, ``, `{"key": "k", "key": "j"}`,
-		`{"key": "k", "policies": ["trial"], "cost": 2}`,
+		`{"key": "k", "policies": ["trial"], "cost": 2}`, `{"key": "k", "cost": 1.0000000000000001}`, `{"key": "k", "cost": 1.00e2}`,
+		`{"key": "k", "cost": 1e-400}`, `{"key": "k", "cost": 1e9999999999999999999}`, `{"key": "k", "cost": 1e9223372036854775807}`, `{"key": "k", "policies": null}`, `{"key": "k", "cost": null}`,
 	} {
 		f.Add(seed)
 	}

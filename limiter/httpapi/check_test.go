@@ -220,3 +220,53 @@ func TestCheckWithGCRA(t *testing.T) {
 		t.Errorf("a cost beyond the limit: %d, want 400", w.Code)
 	}
 }
+
+// TestCheckReadsTheBodyAsWritten: a number is read as the literal it is,
+// not as the float nearest it (1.0000000000000001 was taken for 1); a null
+// member is refused, naming it, whichever member it is ("policies": null
+// was taken for no policies named, "cost": null refused); a charset but
+// UTF-8 is a 415 (a UTF-16 body was parsed as UTF-8).
+func TestCheckReadsTheBodyAsWritten(t *testing.T) {
+	f := newFixture(t, httpapi.Options{Rules: checkRules()})
+	for _, cost := range []string{"100", "1e2", "100.0", "1.00e2", "1000e-1", "100.000000000000000000000", "0.0001e6"} {
+		w := f.post(t, `{"key": "k", "cost": `+cost+`, "policies": ["daily"]}`)
+		if a := readCheck(t, w); a.Cost != 100 {
+			t.Errorf("cost %s: %+v, want a cost of 100", cost, a)
+		}
+	}
+	for body, why := range map[string]string{
+		`{"key": "k", "cost": 1.0000000000000001}`:    `"cost" must be a whole number of at least 1, not 1.0000000000000001`,
+		`{"key": "k", "cost": 99.99999999999999999}`:  `"cost" must be a whole number of at least 1, not 99.99999999999999999`,
+		`{"key": "k", "cost": 1e-400}`:                `"cost" must be a whole number of at least 1, not 1e-400`,
+		`{"key": "k", "cost": 1e9223372036854775807}`: `"cost" must be a whole number of at least 1, not 1e9223372036854775807`,
+		`{"key": null}`:                  `"key" must not be null`,
+		`{"key": "k", "cost": null}`:     `"cost" must not be null`,
+		`{"key": "k", "policies": null}`: `"policies" must not be null`,
+	} {
+		p := wantProblem(t, f.post(t, body), 400, httpapi.TypeInvalidRequest, "/check")
+		if d, _ := p["detail"].(string); !strings.Contains(d, why) {
+			t.Errorf("%s: detail %q does not say %q", body, d, why)
+		}
+	}
+	if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, f.store.Path()), `SELECT coalesce(sum(count), 0) FROM rate_limit_windows`); n != 700 {
+		t.Errorf("%d units counted, want the 7 checks of 100: a refused check counts nothing", n)
+	}
+	for ct, want := range map[string]int{
+		"application/json; charset=utf-16":   415,
+		"application/json; charset=latin1":   415,
+		"application/json; charset=utf8":     415,
+		"application/json; charset=UTF-8":    200,
+		`application/json;charset="utf-8"`:   200,
+		"application/json; profile=whatever": 200,
+	} {
+		w := f.post(t, `{"key": "k"}`, "Content-Type", ct)
+		if w.Code != want {
+			t.Errorf("Content-Type %s: %d, want %d", ct, w.Code, want)
+			continue
+		}
+		if want == 415 {
+			wantProblem(t, w, 415, httpapi.TypeInvalidRequest, "/check")
+			wantHeader(t, w, "Accept-Post", "application/json")
+		}
+	}
+}

@@ -30,7 +30,8 @@ type engine struct {
 // matches a request as an http.ServeMux with those patterns would route it.
 // A request it would redirect (to a cleaned path, or a subtree's trailing
 // slash) is not the route yet: the middleware redirects it as ServeMux
-// would, and counts the request that follows.
+// would, and counts the request that follows, unless the handler behind
+// is a ServeMux, which routes for itself (guarded.redirects).
 type rule struct {
 	limiter.Rule
 	mux  *http.ServeMux // the rule's routes, each a pattern of its own
@@ -167,7 +168,9 @@ func (e *engine) matching(r *http.Request) ([]*rule, string) {
 
 // routing is matching, and the redirect ServeMux would answer r with for
 // some rule's route, if any: a handler behind the middleware that is not
-// a ServeMux might serve "//orders" as "/orders", uncounted. Hosts are
+// a ServeMux might serve "//orders" as "/orders", uncounted (one that is
+// redirects for itself, and the middleware leaves the rules' redirect
+// out). Hosts are
 // matched as DNS names are, without case or a trailing dot.
 func (e *engine) routing(r *http.Request) ([]*rule, string, http.Handler) {
 	if host := canonicalHost(r.Host); host != r.Host {

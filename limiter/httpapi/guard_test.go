@@ -344,3 +344,79 @@ func TestTheAPIsRoutesFollowHostPatterns(t *testing.T) {
 		t.Errorf("/ping on another host: %s, want uncounted", w.Body)
 	}
 }
+
+// TestARouteOfYourMuxIsNotRedirected is the issue's program: a ServeMux
+// with an exact "/api" and a subtree "/api/", behind a rule that guards
+// "/api/" alone. GET /api reaches the exact route, 200, uncounted (it used
+// to be the middleware's 307 to /api/: the route was unreachable); GET
+// /api/x is counted.
+func TestARouteOfYourMuxIsNotRedirected(t *testing.T) {
+	exact := func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "exact") }
+	subtree := func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "subtree") }
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api", exact) // not guarded
+	mux.HandleFunc("/api/", subtree)
+	p := limiter.Policy{Name: "api", Limit: 10, Window: time.Minute}
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: p, Routes: []string{"/api/"}}}}, mux)
+	for range 2 {
+		w := g.do(t, "GET", "/api", "X-Client-Key", "k")
+		if w.Code != 200 || w.Body.String() != "exact" || w.Header().Get("RateLimit") != "" {
+			t.Fatalf("GET /api: %d %q, Location %q, RateLimit %q; want 200 from exact, uncounted",
+				w.Code, w.Body, w.Header().Get("Location"), w.Header().Get("RateLimit"))
+		}
+	}
+	if g.logs.Len() != 0 {
+		t.Errorf("GET /api, which no rule guards, was logged as counted: %s", g.logs)
+	}
+	w := g.do(t, "GET", "/api/x", "X-Client-Key", "k")
+	if w.Code != 200 || w.Body.String() != "subtree" || w.Header().Get("X-RateLimit-Remaining") != "9" {
+		t.Errorf("GET /api/x: %d %q, remaining %q; want 200 from subtree, the key's first count", w.Code, w.Body, w.Header().Get("X-RateLimit-Remaining"))
+	}
+}
+
+// TestAServeMuxBehindRoutesForItself: behind the middleware a ServeMux
+// routes as it would alone. "/v1" beside a rule's "/v1/{$}" is served, not
+// redirected, and not counted; a request the mux would redirect itself (to
+// a subtree's trailing slash, or to a cleaned path) is its redirect,
+// uncounted, and the request it is redirected to is counted.
+func TestAServeMuxBehindRoutesForItself(t *testing.T) {
+	answer := func(body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1", answer("v1"))
+	mux.HandleFunc("/v1/{$}", answer("v1 root"))
+	mux.HandleFunc("/docs/", answer("docs"))
+	p := limiter.Policy{Name: "api", Limit: 10, Window: time.Minute}
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: p, Routes: []string{"/v1/{$}", "/docs/"}}}}, mux)
+	if w := g.do(t, "GET", "/v1", "X-Client-Key", "k"); w.Code != 200 || w.Body.String() != "v1" || w.Header().Get("RateLimit") != "" {
+		t.Errorf("GET /v1: %d %q, Location %q, RateLimit %q; want 200 from the mux's /v1, uncounted",
+			w.Code, w.Body, w.Header().Get("Location"), w.Header().Get("RateLimit"))
+	}
+	for _, tc := range []struct{ target, location string }{{"/docs", "/docs/"}, {"//docs/x", "/docs/x"}, {"/v1/../docs/", "/docs/"}} {
+		w := g.do(t, "GET", tc.target, "X-Client-Key", "k")
+		if w.Code/100 != 3 || w.Header().Get("Location") != tc.location || w.Header().Get("RateLimit") != "" {
+			t.Errorf("GET %s: %d, Location %q, RateLimit %q; want the mux's redirect to %s, uncounted",
+				tc.target, w.Code, w.Header().Get("Location"), w.Header().Get("RateLimit"), tc.location)
+		}
+	}
+	if g.logs.Len() != 0 {
+		t.Errorf("requests no rule counted were logged: %s", g.logs)
+	}
+	for i, tc := range []struct{ target, body string }{{"/v1/", "v1 root"}, {"/docs/", "docs"}, {"/docs/x", "docs"}} {
+		w := g.do(t, "GET", tc.target, "X-Client-Key", "k")
+		if want := strconv.Itoa(9 - i); w.Code != 200 || w.Body.String() != tc.body || w.Header().Get("X-RateLimit-Remaining") != want {
+			t.Errorf("GET %s: %d %q, remaining %q; want 200 %q, counted (%s left)", tc.target, w.Code, w.Body, w.Header().Get("X-RateLimit-Remaining"), tc.body, want)
+		}
+	}
+	// A rule that guards everything: what the mux redirects is still not
+	// counted (its rules alone would count /docs); what it answers 404
+	// is, as the rules say.
+	all := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: p, Routes: []string{"/"}}}}, mux)
+	if w := all.do(t, "GET", "/docs", "X-Client-Key", "k"); w.Code/100 != 3 || w.Header().Get("RateLimit") != "" {
+		t.Errorf(`GET /docs under "/": %d, RateLimit %q; want the mux's redirect, uncounted`, w.Code, w.Header().Get("RateLimit"))
+	}
+	if w := all.do(t, "GET", "/nowhere", "X-Client-Key", "k"); w.Code != 404 || w.Header().Get("X-RateLimit-Remaining") != "9" {
+		t.Errorf(`GET /nowhere under "/": %d, remaining %q; want the mux's 404, counted first`, w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+}

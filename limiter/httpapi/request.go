@@ -73,11 +73,13 @@ func (req *request) serve(h http.Handler) {
 }
 
 // recorder notes the status of the response and whether it has been
-// started, so that a panic after it does not write a second one.
+// started, so that a panic after it does not write a second one. For a
+// HEAD it drops the body, and sends the status and headers alone.
 type recorder struct {
 	http.ResponseWriter
 	wrote  bool
 	status int
+	head   bool
 }
 
 func (w *recorder) WriteHeader(status int) {
@@ -88,6 +90,12 @@ func (w *recorder) WriteHeader(status int) {
 }
 
 func (w *recorder) Write(b []byte) (int, error) {
+	if w.head {
+		if !w.wrote {
+			w.WriteHeader(http.StatusOK)
+		}
+		return len(b), nil
+	}
 	if !w.wrote {
 		w.wrote, w.status = true, http.StatusOK
 	}
