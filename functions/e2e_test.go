@@ -33,6 +33,7 @@ import (
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // rieTool is the emulator's package, pinned in go.mod by `go get -tool`.
@@ -547,7 +548,7 @@ func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
 		{"previous", minute, time.Minute},                      // kept
 		{"current", minute, 0},                                 // kept
 	}
-	s := sqlitetest.Open(t, limiter.StoreConfig{Path: dbPath})
+	s := sqlitetest.Open(t, sqlite.Config{Path: dbPath})
 	for _, r := range seed {
 		d, err := s.Allow(context.Background(), storetest.One(r.policy, r.key, at.Add(-r.ago), "GET /ping", "seed"))
 		if err != nil || !d.Allowed {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/lambdatest"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
-	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // Lambda Managed Instances, in the emulator's mode for it: one execution
@@ -187,7 +187,7 @@ func TestManagedInstanceBatchesConcurrentInvocations(t *testing.T) {
 	const concurrency, keys, perKey, limit = 16, 4, 60, 30
 	task, dbDir := managedDir(t, bin.bootstrap["ping"])
 	dbPath := filepath.Join(dbDir, "ratelimit.db")
-	sqlitetest.Open(t, limiter.StoreConfig{Path: dbPath}).Close() // the schema first, so commits below are decisions
+	sqlitetest.Open(t, sqlite.Config{Path: dbPath}).Close() // the schema first, so commits below are decisions
 	handOver(t, dbDir)
 	before := sqlitetest.ChangeCounter(t, dbPath)
 	e := startManaged(t, task, concurrency, "DB_PATH="+dbPath, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)

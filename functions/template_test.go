@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/internal/envconfig"
 )
 
 // expandTemplate runs template.yaml through the AWS SAM translator, as
@@ -80,7 +80,7 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 			if p.AllowedPattern != "" && !re.MatchString(v) || len(p.AllowedValues) > 0 && !slices.Contains(p.AllowedValues, any(v)) {
 				continue // CloudFormation refuses it before anything runs
 			}
-			if _, err := limiter.ConfigFromEnv(func(k string) string {
+			if _, err := readEnv(func(k string) string {
 				// The template gives every function DB_PATH and, with
 				// DynamoDB, TABLE_NAME.
 				return map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db", "TABLE_NAME": "counters", name: v}[k]
@@ -117,7 +117,7 @@ func TestTemplateAcceptsThePoliciesTheREADMEShows(t *testing.T) {
 		if !re.MatchString(v) {
 			t.Errorf("Policies pattern %s refuses %q", p.AllowedPattern, v)
 		}
-		if _, err := limiter.ConfigFromEnv(func(k string) string {
+		if _, err := readEnv(func(k string) string {
 			return map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db", "POLICIES": v}[k]
 		}); err != nil {
 			t.Errorf("README's POLICIES=%q is refused: %v", v, err)
@@ -386,7 +386,12 @@ func TestDeployDefaultsAreSafe(t *testing.T) {
 			t.Errorf("samconfig.toml deploys %s other than %s: %s", param, want, overrides[1])
 		}
 	}
-	if _, err := limiter.ParseKeySource(fmt.Sprint(tpl.Parameters["ClientKeySource"].Default)); err != nil {
+	if _, err := envconfig.ParseKeySource(fmt.Sprint(tpl.Parameters["ClientKeySource"].Default)); err != nil {
 		t.Error(err)
 	}
+}
+
+// readEnv reads the configuration as the Lambda functions do.
+func readEnv(getenv func(string) string) (envconfig.Config, error) {
+	return envconfig.Read(getenv, envconfig.Lambda)
 }

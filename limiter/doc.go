@@ -22,14 +22,16 @@
 // window; Sliding weighs the previous window to smooth the edge, and GCRA
 // spaces requests out with a burst allowance.
 //
-// Configurations are checked before they count anything: ValidatePolicies
+// Configurations are checked before they count anything: Policy.Validate
 // and ValidateRules refuse policies that would share counters or whose
-// arithmetic would overflow, and ValidateCosts an attempt that could never
-// pass. Limiter is the decision for Go callers; Store the interface the
-// stores implement, each checked by limiter/storetest.
+// arithmetic would overflow, and a request that could never pass (a cost
+// beyond a policy's Capacity) is refused with a *RequestError, counting
+// nothing. Limiter is the decision for Go callers; Store is what keeps the
+// counters: limiter/sqlite (one file, or shards, on EFS), limiter/dynamodb,
+// and limiter/memory (one process, for tests and single servers).
 //
-// The package reads no clock and imports nothing from AWS: every method that
-// depends on time takes the instant, read once per request by the caller, and
-// the stores live in subpackages (limiter/sqlite), the HTTP contract in
-// limiter/httpapi, and the Lambda wiring in limiter/awslambda.
+// The package reads no clock and imports nothing from HTTP or AWS: every
+// method that depends on time takes the instant, read once per request by
+// the caller. limiter/httpapi guards an http.Handler with it, and
+// limiter/awslambda runs that handler on Lambda behind API Gateway.
 package limiter

@@ -17,7 +17,7 @@ import (
 func ExampleLimiter_Check() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(dir, "ratelimit.db")})
+	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(dir, "ratelimit.db")})
 	if err != nil {
 		panic(err)
 	}

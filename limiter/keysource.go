@@ -31,28 +31,6 @@ type KeySource struct {
 	Claim string
 }
 
-// String writes k as CLIENT_KEY_SOURCE spells it.
-func (k KeySource) String() string {
-	if k.Kind == KeyFromClaim {
-		return string(KeyFromClaim) + ":" + k.Claim
-	}
-	return string(k.Kind)
-}
-
-// ParseKeySource reads "header", "source-ip" or "claim:NAME".
-func ParseKeySource(s string) (KeySource, error) {
-	var k KeySource
-	switch claim, isClaim := strings.CutPrefix(s, string(KeyFromClaim)+":"); {
-	case s == string(KeyFromHeader) || s == string(KeyFromSourceIP):
-		k = KeySource{Kind: KeyKind(s)}
-	case isClaim && claim != "":
-		k = KeySource{Kind: KeyFromClaim, Claim: claim}
-	default:
-		return KeySource{}, fmt.Errorf("%q is not header, source-ip or claim:NAME", s)
-	}
-	return k, k.Validate()
-}
-
 // Validate reports what is wrong with k, or nil: a kind that is none of
 // the three, a claim kind without a claim name, a claim name with spaces
 // or control characters (no authorizer's claim is named so), or a claim

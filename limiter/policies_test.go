@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/envconfig"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // TestPoliciesThatWouldShareCountersAreRefused: two policies with no
@@ -53,7 +55,7 @@ func TestPoliciesThatWouldShareCountersAreRefused(t *testing.T) {
 	if _, err := (&limiter.Limiter{Policies: []limiter.Policy{withNS(a, "a")}}).Check(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), "no store") {
 		t.Errorf("a Limiter without a store: %v, want ErrInvalidPolicies saying so (it used to panic)", err)
 	}
-	l := &limiter.Limiter{Store: sqlitetest.Open(t, limiter.StoreConfig{}), Policies: []limiter.Policy{a, b}}
+	l := &limiter.Limiter{Store: sqlitetest.Open(t, sqlite.Config{}), Policies: []limiter.Policy{a, b}}
 	for range 2 {
 		if _, err := l.Check(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) {
 			t.Fatalf("a Limiter whose policies share counters: %v, want ErrInvalidPolicies", err)
@@ -80,7 +82,7 @@ func TestCostsThatCouldNeverPassAreRefused(t *testing.T) {
 			t.Errorf("rule %s at cost %d: %v, want refused", r.Policy.Name, r.Cost, err)
 		}
 	}
-	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	store := sqlitetest.Open(t, sqlite.Config{})
 	l := &limiter.Limiter{Store: store, Policies: []limiter.Policy{api, daily, tokens}}
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -137,11 +139,11 @@ func TestLimitsStayInsideTheCounter(t *testing.T) {
 			return ""
 		}
 	}
-	_, err := limiter.ConfigFromEnv(env("DB_PATH", "/x.db", "RATE_LIMIT", "9223372036854775807"))
+	_, err := envconfig.Read(env("DB_PATH", "/x.db", "RATE_LIMIT", "9223372036854775807"), envconfig.Lambda)
 	if err == nil || !strings.Contains(err.Error(), "a whole number from 1 to 999999999999999") {
 		t.Errorf("RATE_LIMIT past MaxLimit: %v", err)
 	}
-	_, err = limiter.ConfigFromEnv(env("DB_PATH", "/x.db", "RATE_LIMIT", "0", "WINDOW_SECONDS", "x", "POLICIES", `[{"name":"a","limit":1,"window":"1s"}]`))
+	_, err = envconfig.Read(env("DB_PATH", "/x.db", "RATE_LIMIT", "0", "WINDOW_SECONDS", "x", "POLICIES", `[{"name":"a","limit":1,"window":"1s"}]`), envconfig.Lambda)
 	if err != nil {
 		t.Errorf("RATE_LIMIT=0 beside POLICIES, which replaces it: %v", err)
 	}

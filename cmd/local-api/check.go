@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/service"
+	"github.com/ft251/ratelimit/internal/stores"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // checkConfig reads the configuration as the server would and prints the
@@ -23,18 +26,20 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 		return 2
 	}
 	describeConfig(out, c)
-	if s := c.Store; s.Kind == limiter.StoreSQLite && s.Shards > 1 && s.JournalMode == "DELETE" {
+	if s := c.Store; s.Kind == stores.SQLite && s.Shards > 1 && (s.JournalMode == "" || s.JournalMode == "DELETE") {
 		fmt.Fprintln(out, "advice: with several shards, JOURNAL_MODE=TRUNCATE spares each decision creating and deleting a journal in the files' one directory, which held the EFS model near 96 decisions a second whatever the count (README Capacity)")
 	}
 	if getenv("POLICIES") != "" && (getenv("RATE_LIMIT") != "" || getenv("WINDOW_SECONDS") != "") {
 		fmt.Fprintln(out, "(POLICIES replaces RATE_LIMIT and WINDOW_SECONDS, which are ignored)")
 	}
-	_, err = httpapi.ConfigFromEnv(func(k string) string {
+	// What the functions read, with the DB_PATH the template gives them
+	// when none is set here, as the functions read it.
+	_, err = envconfig.Read(func(k string) string {
 		if v := getenv(k); v != "" || k != "DB_PATH" {
 			return v
 		}
 		return "/mnt/efs/ratelimit.db"
-	})
+	}, envconfig.Lambda)
 	if err != nil {
 		fmt.Fprintln(out, "The Lambda functions would refuse it:"+strings.TrimPrefix(err.Error(), "invalid configuration:"))
 	} else {
@@ -47,10 +52,10 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 func describeConfig(w io.Writer, c config) {
 	s := c.Store
 	switch s.Kind {
-	case limiter.StoreDynamoDB:
+	case stores.DynamoDB:
 		fmt.Fprintf(w, "store: dynamodb, table %s, endpoint %s\n", s.Table, orDefault(s.Endpoint, "AWS"))
 	default:
-		fmt.Fprintf(w, "store: sqlite, %s, journal %s, shards %d\n", s.Path, s.JournalMode, max(s.Shards, 1))
+		fmt.Fprintf(w, "store: sqlite, %s, journal %s, shards %d\n", s.Path, orDefault(s.JournalMode, sqlite.DefaultJournalMode), max(s.Shards, 1))
 	}
 	fmt.Fprintf(w, "busy timeout: %v\nfail mode: %s\nreject cache: %s\naudit retention: %s\n",
 		s.BusyTimeout, c.FailMode, onOff(c.RejectCache), retention(s))
@@ -65,24 +70,54 @@ func describeConfig(w io.Writer, c config) {
 // describeRoutes says which policies count the service's own routes, and
 // which policies count none of them: a rule for your own API's routes
 // belongs in your middleware, or is checked by name through POST /check.
+// A rule whose patterns name a host ("api.example.com/ping") counts only
+// requests to that host: the routes are told for every host the patterns
+// name, as the server matches them (service.Guarding).
 func describeRoutes(w io.Writer, c config) {
-	ping := httpapi.Guarding(c.Rules, http.MethodGet, httpapi.RoutePing)
-	check := httpapi.Guarding(c.Rules, http.MethodPost, httpapi.RouteCheck)
-	if len(ping) == 0 {
-		fmt.Fprintln(w, `GET /ping: no policy counts it; it answers 200 {"counted": false}`)
-	} else {
-		fmt.Fprintf(w, "GET /ping: counted under %s\n", strings.Join(ping, ", "))
-	}
-	if len(check) == 0 {
-		fmt.Fprintln(w, `POST /check: every check must name its "policies"`)
-	} else {
-		fmt.Fprintf(w, "POST /check: without \"policies\", checked under %s\n", strings.Join(check, ", "))
+	counting := map[string]bool{}
+	for _, host := range hostsOf(c.Rules) {
+		at := ""
+		if host != "" {
+			at = " (Host: " + host + ")"
+		}
+		ping := service.Guarding(c.Rules, http.MethodGet, host, service.RoutePing)
+		check := service.Guarding(c.Rules, http.MethodPost, host, service.RouteCheck)
+		if len(ping) == 0 {
+			fmt.Fprintf(w, "GET /ping%s: no policy counts it; it answers 200 {\"counted\": false}\n", at)
+		} else {
+			fmt.Fprintf(w, "GET /ping%s: counted under %s\n", at, strings.Join(ping, ", "))
+		}
+		if len(check) == 0 {
+			fmt.Fprintf(w, "POST /check%s: every check must name its \"policies\"\n", at)
+		} else {
+			fmt.Fprintf(w, "POST /check%s: without \"policies\", checked under %s\n", at, strings.Join(check, ", "))
+		}
+		for _, name := range append(ping, check...) {
+			counting[name] = true
+		}
 	}
 	for _, r := range c.Rules {
-		if !slices.Contains(ping, r.Policy.Name) && !slices.Contains(check, r.Policy.Name) {
+		if !counting[r.Policy.Name] {
 			fmt.Fprintf(w, "note: %s counts none of this service's routes (routes %v): only POST /check naming it, or your own middleware, counts under it\n", r.Policy.Name, r.Routes)
 		}
 	}
+}
+
+// hostsOf are the hosts the rules' patterns name, after "" (any host):
+// "[METHOD ][HOST]/PATH", the host being what comes before the first "/".
+func hostsOf(rules []limiter.Rule) []string {
+	hosts := []string{""}
+	for _, r := range rules {
+		for _, p := range r.Routes {
+			if _, rest, ok := strings.Cut(p, " "); ok {
+				p = strings.TrimLeft(rest, " \t")
+			}
+			if host, _, _ := strings.Cut(p, "/"); host != "" && !slices.Contains(hosts, host) {
+				hosts = append(hosts, host)
+			}
+		}
+	}
+	return hosts
 }
 
 // describe says what a rule limits, and which route patterns it guards.
@@ -98,17 +133,17 @@ func describe(r limiter.Rule) string {
 	if p.Shadow {
 		shadow = " shadow"
 	}
-	return fmt.Sprintf("%s: %d per %v, %s, key %s, routes %v%s", p.Name, p.Limit, p.Window, kind, r.KeySource, r.Routes, shadow)
+	return fmt.Sprintf("%s: %d per %v, %s, key %s, routes %v%s", p.Name, p.Limit, p.Window, kind, envconfig.KeySourceString(r.KeySource), r.Routes, shadow)
 }
 
-func retention(s limiter.StoreConfig) string {
+func retention(s stores.Config) string {
 	if s.AuditRetention == 0 {
 		return "forever"
 	}
 	return s.AuditRetention.String()
 }
 
-func metricsLine(c limiter.Config) string {
+func metricsLine(c envconfig.Config) string {
 	if !c.Metrics {
 		return "off"
 	}

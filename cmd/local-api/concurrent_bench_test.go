@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/stores"
+	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/service"
+	"github.com/ft251/ratelimit/internal/stores"
 )
 
 // BenchmarkServerHandler32Clients measures the local server's handler
@@ -40,17 +42,17 @@ func BenchmarkServerHandler32Clients(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer store.Close()
-			opts := httpapi.FromConfig(cfg.Config, store, io.Discard)
+			opts := envconfig.Service(cfg.Config, store, io.Discard)
 			opts.Logger = log
-			opts.Routes = []string{httpapi.RoutePing, httpapi.RouteStatus, httpapi.RouteCheck}
-			h := newServer(cfg.Addr, httpapi.New(opts)).Handler
+			opts.Routes = []string{service.RoutePing, service.RouteStatus, service.RouteCheck}
+			h := newServer(cfg.Addr, lambdatest.NewAPI(b, opts)).Handler
 			var next atomic.Int64
 			b.SetParallelism((32 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					r := httptest.NewRequest("GET", "/ping", nil)
-					r.Header.Set(httpapi.ClientKeyHeader, fmt.Sprintf("k%04d", next.Add(1)%1000))
+					r.Header.Set(service.ClientKeyHeader, fmt.Sprintf("k%04d", next.Add(1)%1000))
 					w := httptest.NewRecorder()
 					h.ServeHTTP(w, r)
 					if w.Code != 200 {

@@ -5,24 +5,22 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/internal/envconfig"
 )
 
 // The local server's own settings and defaults. The rest of its
-// configuration is what the functions read (limiter.ConfigFromEnv).
+// configuration is what the functions read (envconfig.Read), as one
+// machine reads it (envconfig.Local).
 const (
 	defaultAddr          = "127.0.0.1:3000" // where `sam local start-api` listens
 	defaultPruneInterval = time.Minute
-	defaultDBPath        = "./data/ratelimit.db"
 )
 
 // config is the local server's configuration.
 type config struct {
-	limiter.Config
+	envconfig.Config
 	// Addr is where it listens (ADDR), and PruneInterval how often it
 	// prunes, as the scheduled function does in AWS (PRUNE_INTERVAL).
 	Addr          string
@@ -48,39 +46,19 @@ func listenable(host string) bool {
 	return name && !digits
 }
 
-// readConfig reads the configuration as the functions do, with what is
-// different on one machine: DB_PATH defaults to defaultDBPath, METRICS to
-// off (stdout is for people here), and JOURNAL_MODE may be WAL, whose
-// shared-memory index works between the processes of one host, which the
-// local server is (every Lambda execution environment is a host of its
-// own, so the functions refuse it). Every problem is reported at once.
+// readConfig reads the configuration as the functions do, on one machine
+// (envconfig.Local: DB_PATH defaults to ./data/ratelimit.db, METRICS to
+// off, and JOURNAL_MODE may be WAL), and the local server's own settings.
+// Every problem is reported at once.
 func readConfig(getenv func(string) string) (config, error) {
-	wal := strings.EqualFold(getenv("JOURNAL_MODE"), "WAL")
-	lc, err := httpapi.ConfigFromEnv(func(k string) string {
-		v := getenv(k)
-		switch {
-		case k == "JOURNAL_MODE" && wal:
-			return ""
-		case k == "DB_PATH" && v == "":
-			return defaultDBPath
-		case k == "METRICS" && v == "":
-			return "off"
-		}
-		return v
-	})
+	lc, err := envconfig.Read(getenv, envconfig.Local)
 	var problems []error
-	if ce := (*limiter.ConfigError)(nil); errors.As(err, &ce) {
+	if ce := (*envconfig.ConfigError)(nil); errors.As(err, &ce) {
 		problems = ce.Problems
 	} else if err != nil {
 		return config{}, err
 	}
 	c := config{Config: lc, Addr: defaultAddr, PruneInterval: defaultPruneInterval}
-	if wal {
-		c.Store.JournalMode = "WAL"
-		if c.Store.Shards > 1 {
-			problems = append(problems, errors.New("SQLITE_SHARDS: WAL commits a request counted in several shards atomically per file only; use one shard with WAL, or a rollback journal"))
-		}
-	}
 	if v := getenv("ADDR"); v != "" {
 		if host, port, err := net.SplitHostPort(v); err != nil {
 			problems = append(problems, fmt.Errorf("ADDR: %q is not host:port, e.g. 127.0.0.1:3000", v))
@@ -98,11 +76,11 @@ func readConfig(getenv func(string) string) (config, error) {
 		}
 		c.PruneInterval = d
 	}
-	if c.Admin, err = limiter.ParseSwitch(getenv("ADMIN")); err != nil {
+	if c.Admin, err = envconfig.ParseSwitch(getenv("ADMIN")); err != nil {
 		problems = append(problems, fmt.Errorf("ADMIN: %w", err))
 	}
 	if len(problems) > 0 {
-		return config{}, &limiter.ConfigError{Problems: problems}
+		return config{}, &envconfig.ConfigError{Problems: problems}
 	}
 	return c, nil
 }

@@ -32,9 +32,10 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/service"
+	"github.com/ft251/ratelimit/internal/stores"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/stores"
 )
 
 // requestTimeout bounds each request as the template's function timeout
@@ -67,7 +68,7 @@ func main() {
 }
 
 func run(log *slog.Logger, cfg config) error {
-	if cfg.Store.Kind == limiter.StoreSQLite {
+	if cfg.Store.Kind == stores.SQLite {
 		// The file's own directory is made (./data by default), not the
 		// directories above it: a DB_PATH with a typo is an error, not
 		// a new tree.
@@ -93,13 +94,17 @@ func run(log *slog.Logger, cfg config) error {
 	defer store.Close()
 
 	// METRICS=emf prints the lines the functions write among the logs.
-	opts := httpapi.FromConfig(cfg.Config, store, os.Stdout)
+	opts := envconfig.Service(cfg.Config, store, os.Stdout)
 	opts.Logger = log
-	opts.Routes = []string{httpapi.RoutePing, httpapi.RouteStatus, httpapi.RouteCheck}
+	opts.Routes = []string{service.RoutePing, service.RouteStatus, service.RouteCheck}
 	if cfg.Admin {
-		opts.Routes = append(opts.Routes, httpapi.RouteAdmin)
+		opts.Routes = append(opts.Routes, service.RouteAdmin)
 	}
-	srv := newServer(cfg.Addr, httpapi.New(opts))
+	api, err := service.New(opts)
+	if err != nil {
+		return err
+	}
+	srv := newServer(cfg.Addr, api)
 	go prune(ctx, log, store, cfg.PruneInterval, cfg.Store.AuditRetention)
 
 	// Bind before saying so: a client that reads "listening" may connect.
@@ -155,7 +160,7 @@ func newServer(addr string, h http.Handler) *http.Server {
 // clients (and the tests) wait for before they connect.
 func logListening(log *slog.Logger, cfg config, addr net.Addr) {
 	where := []any{"store", cfg.Store.Kind, "db", cfg.Store.Path, "journal_mode", cfg.Store.JournalMode, "shards", max(cfg.Store.Shards, 1)}
-	if cfg.Store.Kind == limiter.StoreDynamoDB {
+	if cfg.Store.Kind == stores.DynamoDB {
 		where = []any{"store", cfg.Store.Kind, "table", cfg.Store.Table, "endpoint", cfg.Store.Endpoint}
 	}
 	policies := make([]string, len(cfg.Rules))

@@ -34,7 +34,7 @@ func main() {
 	if !inLambda {
 		os.MkdirAll(filepath.Dir(path), 0o755)
 	}
-	store, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path})
+	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -89,7 +88,7 @@ func read(status int, header http.Header, body []byte) seen {
 
 // TestExampleInHTTPTest drives the guarded handler as a unit.
 func TestExampleInHTTPTest(t *testing.T) {
-	store, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "orders.db")})
+	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "orders.db")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,28 +4,8 @@
 package main
 
 import (
-	"context"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
-	"github.com/ft251/ratelimit/limiter/awslambda"
-	"github.com/ft251/ratelimit/limiter/httpapi"
-	"github.com/ft251/ratelimit/limiter/stores"
+	"github.com/ft251/ratelimit/internal/service"
+	"github.com/ft251/ratelimit/internal/start"
 )
 
-func main() {
-	log := awslambda.Logger()
-	cfg, err := httpapi.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		awslambda.Fatal(log, "configuration", err)
-	}
-	store, err := stores.OpenReady(context.Background(), cfg.Store, log)
-	if err != nil {
-		awslambda.Fatal(log, "open store", err)
-	}
-	// Metrics go to stdout as EMF lines, which CloudWatch Logs ingests.
-	opts := httpapi.FromConfig(cfg, store, os.Stdout)
-	opts.Routes, opts.Logger = []string{httpapi.RoutePing, httpapi.RouteCheck}, log
-	lambda.StartWithOptions(awslambda.HTTP(httpapi.New(opts)), lambda.WithEnableSIGTERM(awslambda.Shutdown(store)))
-}
+func main() { start.HTTP(false, service.RoutePing, service.RouteCheck) }

@@ -6,12 +6,15 @@ package lambdatest
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/ft251/ratelimit/internal/service"
 )
 
 // Event reads the fixture events/name as it is, to be sent byte for byte.
@@ -90,4 +93,44 @@ func JSONBody(tb testing.TB, resp events.APIGatewayV2HTTPResponse) map[string]an
 		tb.Fatalf("body %q is not JSON: %v", resp.Body, err)
 	}
 	return m
+}
+
+// NewAPI is service.New, failing the test for options it refuses.
+func NewAPI(tb testing.TB, opts service.Options) *service.API {
+	tb.Helper()
+	api, err := service.New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return api
+}
+
+// Decode is the JSON object w holds, failing the test if it holds none.
+func Decode(t testing.TB, w *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil {
+		t.Fatalf("body %q is not JSON: %v", w.Body, err)
+	}
+	return m
+}
+
+// WantProblem checks that w is an RFC 9457 problem with the given status and
+// type, for the given path, and returns it.
+func WantProblem(t testing.TB, w *httptest.ResponseRecorder, status int, typ, path string) map[string]any {
+	t.Helper()
+	if w.Code != status {
+		t.Errorf("status %d, want %d (body %s)", w.Code, status, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	p := Decode(t, w)
+	if p["type"] != typ || p["status"] != float64(status) || p["title"] != http.StatusText(status) || p["instance"] != path {
+		t.Errorf("problem %v, want type %s, status %d, title %q, instance %s", p, typ, status, http.StatusText(status), path)
+	}
+	if d, _ := p["detail"].(string); d == "" {
+		t.Errorf("problem has no detail: %v", p)
+	}
+	return p
 }

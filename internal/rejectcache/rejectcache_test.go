@@ -12,12 +12,13 @@ import (
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
-	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	store := sqlitetest.Open(t, sqlite.Config{})
 	c := rejectcache.New(store, 0)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	ctx := context.Background()
@@ -69,7 +70,7 @@ func TestRejectCacheDeniesRepeatOffendersWithoutTheStore(t *testing.T) {
 }
 
 func TestRejectCacheStaysWithinItsSize(t *testing.T) {
-	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	store := sqlitetest.Open(t, sqlite.Config{})
 	c := rejectcache.New(store, 2)
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	ctx := context.Background()
@@ -98,7 +99,7 @@ func TestRejectCacheStaysWithinItsSize(t *testing.T) {
 // beside it moves through its windows: the store is asked again only when
 // the minute ends.
 func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
-	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	store := sqlitetest.Open(t, sqlite.Config{})
 	c := rejectcache.New(store, 0)
 	minute := limiter.Policy{Name: "ping", Limit: 2, Window: time.Minute}
 	second := limiter.Policy{Name: "burst", Limit: 5, Window: time.Second, Namespace: "burst", Algorithm: limiter.Sliding}
@@ -179,7 +180,7 @@ func (s *countingStore) Allow(ctx context.Context, a limiter.Attempt) (limiter.O
 // limit plus one attempt per client, not one per attempt: the rule the
 // README states.
 func TestRejectCacheUnderConcurrency(t *testing.T) {
-	counted := &countingStore{Store: sqlitetest.Open(t, limiter.StoreConfig{})}
+	counted := &countingStore{Store: sqlitetest.Open(t, sqlite.Config{})}
 	c := rejectcache.New(counted, 0)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 	const clients, each = 16, 20
@@ -233,7 +234,7 @@ func (s *heldStore) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outco
 // where it used to be denied from memory for up to MaxRemembered.
 func TestRejectCacheForgetsADenialThatCrossedAReset(t *testing.T) {
 	ctx := context.Background()
-	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	store := sqlitetest.Open(t, sqlite.Config{})
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	if o, err := store.Allow(ctx, storetest.One(p, "k", t0, "", "")); err != nil || !o.Allowed {
 		t.Fatalf("first: %+v, %v", o, err)

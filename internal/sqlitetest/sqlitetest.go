@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
-	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/internal/sqlitetune"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -28,12 +28,18 @@ import (
 // cfg.Path is empty, and fails the test unless it is Ready: the database
 // exists, migrated, before the test goes on. The store is closed when the
 // test ends.
-func Open(tb testing.TB, cfg limiter.StoreConfig) *sqlite.Store {
+func Open(tb testing.TB, cfg sqlite.Config) *sqlite.Store {
+	tb.Helper()
+	return OpenTuned(tb, cfg, sqlitetune.Options{})
+}
+
+// OpenTuned is Open, with the store's measuring knobs set.
+func OpenTuned(tb testing.TB, cfg sqlite.Config, tune sqlitetune.Options) *sqlite.Store {
 	tb.Helper()
 	if cfg.Path == "" {
 		cfg.Path = Path(tb)
 	}
-	s, err := sqlite.Open(context.Background(), cfg)
+	s, err := sqlite.Open(sqlitetune.With(context.Background(), tune), cfg)
 	if err != nil {
 		tb.Fatalf("open %s: %v", cfg.Path, err)
 	}
@@ -49,7 +55,7 @@ func Open(tb testing.TB, cfg limiter.StoreConfig) *sqlite.Store {
 // (its busy timeout is a second).
 func Broken(tb testing.TB) *sqlite.Store {
 	tb.Helper()
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(tb.TempDir(), "missing", "rl.db"), BusyTimeout: time.Second})
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(tb.TempDir(), "missing", "rl.db"), BusyTimeout: time.Second})
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}

@@ -1,17 +1,17 @@
-// Package awslambda runs the limiter on AWS Lambda: it adapts the HTTP API
-// to API Gateway HTTP API events (payload format 2.0) through
-// aws-lambda-go-api-proxy, tells the API what API Gateway knows about each
-// request, and handles the scheduled prune event.
+// Package awslambda runs an http.Handler on AWS Lambda behind API Gateway
+// HTTP API events (payload format 2.0), through aws-lambda-go-api-proxy,
+// and tells a limiter in that handler (httpapi.Limit, httpapi.Middleware)
+// what API Gateway knows about each request: the source IP it saw, the
+// JWT authorizer's claims, the IAM principal. Prune is the handler of a
+// scheduled function that prunes a store.
 package awslambda
 
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,8 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-
-	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/internal/service"
 )
 
 // DeadlineMargin is how long before Lambda's deadline the handler's own
@@ -35,10 +34,9 @@ type HTTPHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.A
 // Lambda context on the request's context, where Caller reads them. (The
 // proxy's Proxy method carries them in a request header instead, which a
 // client can forge.) The event's raw headers ride along too, because the
-// proxy splits header values on commas, and so does Caller itself
-// (httpapi.WithCaller): an API or a Middleware in h keys on the source
-// address API Gateway saw, and reads claims and the IAM principal, without
-// being told.
+// proxy splits header values on commas, and so does what API Gateway
+// knows of the request: a limiter in h keys on the source address API
+// Gateway saw, and reads claims and the IAM principal, without being told.
 //
 // An event the proxy cannot turn into a request (a body that is not valid
 // base64, say) is answered with a 400 problem rather than an invocation
@@ -55,7 +53,7 @@ func HTTP(h http.Handler) HTTPHandler {
 			defer cancel()
 		}
 		ctx = context.WithValue(ctx, rawHeadersKey{}, lowerKeys(e.Headers))
-		ctx = httpapi.WithCaller(ctx, Caller)
+		ctx = service.WithCaller(ctx, caller)
 		resp, err := adapter.ProxyWithContext(ctx, e)
 		if err != nil {
 			slog.Warn("malformed event", "error", err.Error())
@@ -87,8 +85,8 @@ func lowerKeys(h map[string]string) map[string]string {
 
 // badEvent is the 400 problem for an event that is not an HTTP request.
 func badEvent(e events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
-	body, _ := json.Marshal(httpapi.Problem{
-		Type:     httpapi.TypeBlank,
+	body, _ := json.Marshal(service.Problem{
+		Type:     service.TypeBlank,
 		Title:    http.StatusText(http.StatusBadRequest),
 		Status:   http.StatusBadRequest,
 		Detail:   "The request could not be read.",
@@ -101,12 +99,12 @@ func badEvent(e events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse 
 	}
 }
 
-// Caller tells the API what API Gateway and Lambda know about r: the source
-// IP, the request id, JWT claims, the IAM principal that signed it (with
-// IAM authorization), the invocation id and the raw headers.
-func Caller(r *http.Request) httpapi.Caller {
+// caller is what API Gateway and Lambda know about r: the source IP, the
+// request id, JWT claims, the IAM principal that signed it (with IAM
+// authorization), the invocation id and the raw headers.
+func caller(r *http.Request) service.Caller {
 	ctx := r.Context()
-	c := httpapi.Caller{SourceIP: r.RemoteAddr}
+	c := service.Caller{SourceIP: r.RemoteAddr}
 	if gw, ok := core.GetAPIGatewayV2ContextFromContext(ctx); ok {
 		// sam local generate-event writes the source IP as a CIDR
 		// (192.168.0.1/32); API Gateway writes the bare address.
@@ -126,30 +124,4 @@ func Caller(r *http.Request) httpapi.Caller {
 		c.Headers = h
 	}
 	return c
-}
-
-// Logger returns the JSON logger the functions write to: one object per
-// line on stdout, which CloudWatch Logs parses.
-func Logger() *slog.Logger {
-	l := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	slog.SetDefault(l)
-	return l
-}
-
-// Shutdown returns the SIGTERM handler of a function: Lambda sends SIGTERM
-// before it retires an execution environment, with no invocation in
-// flight. It closes the store and exits; aws-lambda-go runs the handler but
-// would otherwise leave the process for Lambda to kill.
-func Shutdown(store io.Closer) func() {
-	return func() {
-		store.Close()
-		os.Exit(0)
-	}
-}
-
-// Fatal logs why the function cannot start and exits; Lambda reports the
-// init error and retries on the next invocation.
-func Fatal(log *slog.Logger, msg string, err error) {
-	log.Error(msg, "error", err.Error())
-	os.Exit(1)
 }

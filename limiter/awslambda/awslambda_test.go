@@ -12,11 +12,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
-	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -28,7 +28,7 @@ var pingPolicy = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 
 // pingRules are the rules of p alone on /ping, its keys found by ks.
 func pingRules(p limiter.Policy, ks limiter.KeySource) []limiter.Rule {
-	return []limiter.Rule{{Policy: p, KeySource: ks, Routes: []string{limiter.DefaultRoute}}}
+	return []limiter.Rule{{Policy: p, KeySource: ks, Routes: []string{"/ping"}}}
 }
 
 // lambdaFixture is a function as its main.go wires it: the API behind
@@ -44,10 +44,10 @@ type lambdaFixture struct {
 // filled in: a fresh SQLite store, pingPolicy keyed by the header, the
 // fixtures' clock, and JSON logs in the fixture's buffer. Every test of a
 // handler behind the adapter starts here.
-func newLambdaWith(tb testing.TB, opts httpapi.Options) *lambdaFixture {
+func newLambdaWith(tb testing.TB, opts service.Options) *lambdaFixture {
 	tb.Helper()
 	if opts.Store == nil {
-		opts.Store = sqlitetest.Open(tb, limiter.StoreConfig{})
+		opts.Store = sqlitetest.Open(tb, sqlite.Config{})
 	}
 	if len(opts.Rules) == 0 {
 		opts.Rules = pingRules(pingPolicy, limiter.KeySource{Kind: limiter.KeyFromHeader})
@@ -59,15 +59,14 @@ func newLambdaWith(tb testing.TB, opts httpapi.Options) *lambdaFixture {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	}
-	opts.Caller = awslambda.Caller
 	store, _ := opts.Store.(*sqlite.Store)
-	return &lambdaFixture{store: store, handler: awslambda.HTTP(httpapi.New(opts)), logs: logs}
+	return &lambdaFixture{store: store, handler: awslambda.HTTP(lambdatest.NewAPI(tb, opts)), logs: logs}
 }
 
 // newLambda is the ping policy behind the adapter, its keys found by ks.
 func newLambda(t *testing.T, ks limiter.KeySource) *lambdaFixture {
 	t.Helper()
-	return newLambdaWith(t, httpapi.Options{Rules: pingRules(pingPolicy, ks)})
+	return newLambdaWith(t, service.Options{Rules: pingRules(pingPolicy, ks)})
 }
 
 func (f *lambdaFixture) invoke(t *testing.T, e events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
@@ -187,7 +186,7 @@ func TestMalformedEventGetsAProblemAndTheNextOneWorks(t *testing.T) {
 }
 
 func TestPruneFixture(t *testing.T) {
-	s := sqlitetest.Open(t, limiter.StoreConfig{})
+	s := sqlitetest.Open(t, sqlite.Config{})
 	e := lambdatest.ReadEvent[events.EventBridgeEvent](t, "prune.json")
 	at := e.Time // 2026-01-01T00:05:00Z
 	for _, ago := range []time.Duration{10 * time.Minute, 3 * time.Minute, time.Minute, 0} {
@@ -214,7 +213,7 @@ func TestPruneFixture(t *testing.T) {
 }
 
 func TestPruneNeverUsesATimeLaterThanTheClock(t *testing.T) {
-	s := sqlitetest.Open(t, limiter.StoreConfig{})
+	s := sqlitetest.Open(t, sqlite.Config{})
 	clock := time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)
 	if _, err := s.Allow(context.Background(), storetest.One(pingPolicy, "live", clock, "", "")); err != nil {
 		t.Fatal(err)

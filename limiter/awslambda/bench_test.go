@@ -13,10 +13,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
-	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // benchHandler is the full /ping or /status path as Lambda runs it: a v2
@@ -31,8 +32,8 @@ func benchHandler(b *testing.B, mode string) awslambda.HTTPHandler {
 		}
 		b.Cleanup(func() { os.RemoveAll(dir) })
 	}
-	return newLambdaWith(b, httpapi.Options{
-		Store: sqlitetest.Open(b, limiter.StoreConfig{Path: filepath.Join(dir, "bench.db"), JournalMode: mode}),
+	return newLambdaWith(b, service.Options{
+		Store: sqlitetest.Open(b, sqlite.Config{Path: filepath.Join(dir, "bench.db"), JournalMode: mode}),
 		Rules: pingRules(limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute}, limiter.KeySource{Kind: limiter.KeyFromHeader}),
 		Now:   time.Now,
 		// Logged as in production, into nothing: a buffer would grow with b.N.

@@ -26,9 +26,11 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // answer is a response from either path: httptest or the Lambda adapter.
@@ -58,7 +60,7 @@ func checkKeyAnswer(t *testing.T, db *sql.DB, path, sent string, a answer, befor
 	// Gateway passes); an empty value is the fallback key.
 	want := strings.Trim(sent, " \t")
 	if want == "" {
-		want = httpapi.FallbackKey
+		want = service.FallbackKey
 	}
 	var body map[string]any
 	if err := json.Unmarshal(a.body, &body); err != nil {
@@ -127,15 +129,15 @@ func FuzzClientKey(f *testing.F) {
 		f.Add(seed)
 	}
 
-	cfg := limiter.StoreConfig{BusyTimeout: 5 * time.Second}
+	cfg := sqlite.Config{BusyTimeout: 5 * time.Second}
 	discard := slog.New(slog.DiscardHandler)
 	local := sqlitetest.Open(f, cfg)
 	localDB := sqlitetest.Inspect(f, local.Path())
-	localAPI := httpapi.New(httpapi.Options{
+	localAPI := lambdatest.NewAPI(f, service.Options{
 		Store: local, Rules: pingRules(pingPolicy, limiter.KeySource{Kind: limiter.KeyFromHeader}),
 		Now: func() time.Time { return fixtureNow }, Logger: discard,
 	})
-	remote := newLambdaWith(f, httpapi.Options{Store: sqlitetest.Open(f, cfg), Logger: discard})
+	remote := newLambdaWith(f, service.Options{Store: sqlitetest.Open(f, cfg), Logger: discard})
 	remoteDB := sqlitetest.Inspect(f, remote.store.Path())
 	event := lambdatest.ReadEvent[events.APIGatewayV2HTTPRequest](f, "ping.json")
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "fuzz"})
@@ -143,8 +145,8 @@ func FuzzClientKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key string) {
 		before := sqlitetest.CountRows(t, localDB)
 		r := httptest.NewRequest("GET", "/ping", nil)
-		r.Header.Set(httpapi.ClientKeyHeader, key)
-		if got := strings.Join(r.Header.Values(httpapi.ClientKeyHeader), ","); got != key {
+		r.Header.Set(service.ClientKeyHeader, key)
+		if got := strings.Join(r.Header.Values(service.ClientKeyHeader), ","); got != key {
 			// net/http altered the header before the handler: another
 			// key than the one under test.
 			return

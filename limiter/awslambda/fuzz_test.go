@@ -30,11 +30,12 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
-	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // eventTarget is one Lambda function as its main.go wires it, on a real
@@ -52,10 +53,10 @@ type eventTarget struct {
 // a read-only store a file that a writer created and gave some counts.
 func newEventTarget(f *testing.F, route string) *eventTarget {
 	f.Helper()
-	cfg := limiter.StoreConfig{BusyTimeout: 5 * time.Second}
+	cfg := sqlite.Config{BusyTimeout: 5 * time.Second}
 	writer := sqlitetest.Open(f, cfg)
 	store := writer
-	if route == httpapi.RouteStatus {
+	if route == service.RouteStatus {
 		for _, key := range []string{"alice", "alice", "clé 鍵", "a,b"} {
 			if _, err := writer.Allow(context.Background(), storetest.One(pingPolicy, key, fixtureNow, "", "")); err != nil {
 				f.Fatal(err)
@@ -64,7 +65,7 @@ func newEventTarget(f *testing.F, route string) *eventTarget {
 		cfg.Path, cfg.ReadOnly = writer.Path(), true
 		store = sqlitetest.Open(f, cfg)
 	}
-	fx := newLambdaWith(f, httpapi.Options{
+	fx := newLambdaWith(f, service.Options{
 		Store:    store,
 		FailMode: limiter.FailClosed,
 		Routes:   []string{route},
@@ -123,7 +124,7 @@ func addOddEvents(f *testing.F) {
 func FuzzPingEvent(f *testing.F) {
 	addFixtures(f)
 	addOddEvents(f)
-	fuzzEvents(f, newEventTarget(f, httpapi.RoutePing))
+	fuzzEvents(f, newEventTarget(f, service.RoutePing))
 }
 
 // FuzzStatusEvent feeds arbitrary API Gateway v2 events to the status
@@ -131,7 +132,7 @@ func FuzzPingEvent(f *testing.F) {
 func FuzzStatusEvent(f *testing.F) {
 	addFixtures(f)
 	addOddEvents(f)
-	fuzzEvents(f, newEventTarget(f, httpapi.RouteStatus))
+	fuzzEvents(f, newEventTarget(f, service.RouteStatus))
 }
 
 // fuzzEvents checks that whatever event the Lambda runtime can decode, the
@@ -170,7 +171,7 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 			if resp.Body != "" {
 				t.Fatalf("HEAD answered with a body %q, for event %s", resp.Body, raw)
 			}
-			if target.route == httpapi.RouteStatus && target.state(t) != before {
+			if target.route == service.RouteStatus && target.state(t) != before {
 				t.Fatalf("the status function wrote, for event %s", raw)
 			}
 			return
@@ -195,7 +196,7 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 			if err := limiter.ValidKey(key); err != nil || !ok || count != float64(int64(count)) || count < 0 {
 				t.Fatalf("200 body %s: key %v, count %v, for event %s", resp.Body, err, b["count"], raw)
 			}
-			if target.route == httpapi.RoutePing {
+			if target.route == service.RoutePing {
 				if count < 1 {
 					t.Fatalf("/ping 200 with count %v, for event %s", count, raw)
 				}
@@ -211,7 +212,7 @@ func fuzzEvents(f *testing.F, target *eventTarget) {
 				t.Fatalf("429 with Retry-After %q, for event %s", lambdatest.Header(resp, "Retry-After"), raw)
 			}
 		}
-		if target.route == httpapi.RouteStatus {
+		if target.route == service.RouteStatus {
 			if after := target.state(t); after != before {
 				t.Fatalf("the status function wrote: %+v -> %+v, for event %s", before, after, raw)
 			}

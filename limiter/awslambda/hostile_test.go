@@ -17,6 +17,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
@@ -101,7 +102,7 @@ func TestHostileKeysThroughTheAdapter(t *testing.T) {
 // duplicates with commas) all count against one key.
 func TestCommaKeyIsOneKeyLocallyAndBehindAPIGateway(t *testing.T) {
 	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
-	local := httpapi.New(httpapi.Options{
+	local := lambdatest.NewAPI(t, service.Options{
 		Store: f.store, Rules: pingRules(pingPolicy, limiter.KeySource{Kind: limiter.KeyFromHeader}),
 		Now: func() time.Time { return fixtureNow }, Logger: slog.New(slog.DiscardHandler),
 	})
@@ -232,7 +233,7 @@ func TestKeysThatWereNotUTF8AreRefusedAlike(t *testing.T) {
 			}
 		})
 	}
-	api := httpapi.New(httpapi.Options{Store: f.store, Rules: pingRules(pingPolicy, limiter.KeySource{Kind: limiter.KeyFromHeader}), Logger: slog.New(slog.DiscardHandler)})
+	api := lambdatest.NewAPI(t, service.Options{Store: f.store, Rules: pingRules(pingPolicy, limiter.KeySource{Kind: limiter.KeyFromHeader}), Logger: slog.New(slog.DiscardHandler)})
 	r := httptest.NewRequest("GET", "/ping", nil)
 	r.Header["X-Client-Key"] = []string{"a\xffb"}
 	w := httptest.NewRecorder()

@@ -23,6 +23,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/awslambda"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
 // shop is a user's own API: orders to read and place, uploads, and a health
@@ -90,7 +91,7 @@ type host func(t *testing.T, method, path, body string, header ...string) seen
 
 // inServer is the shop in a net/http server, as httptest drives it.
 func inServer(t *testing.T) host {
-	mw, err := httpapi.Middleware(withLogs(shopOptions(sqlitetest.Open(t, limiter.StoreConfig{}))))
+	mw, err := httpapi.Middleware(withLogs(shopOptions(sqlitetest.Open(t, sqlite.Config{}))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func inServer(t *testing.T) host {
 func inLambda(t *testing.T) host {
 	// No Options.Caller: awslambda.HTTP tells the middleware what API
 	// Gateway knows (httpapi.WithCaller), the source address included.
-	opts := withLogs(shopOptions(sqlitetest.Open(t, limiter.StoreConfig{})))
+	opts := withLogs(shopOptions(sqlitetest.Open(t, sqlite.Config{})))
 	mw, err := httpapi.Middleware(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestMiddlewareGuardsAnyRouteAlikeInBothHosts(t *testing.T) {
 // TestMiddlewareRefusesBadOptions: what New would panic for, Middleware
 // returns as an error.
 func TestMiddlewareRefusesBadOptions(t *testing.T) {
-	store := sqlitetest.Open(t, limiter.StoreConfig{})
+	store := sqlitetest.Open(t, sqlite.Config{})
 	p := limiter.Policy{Name: "p", Limit: 1, Window: time.Minute, Namespace: "p"}
 	for name, o := range map[string]httpapi.Options{
 		"a pattern that does not parse": {Store: store, Rules: []limiter.Rule{{Policy: p, Routes: []string{"GET /a/{b"}}}},
@@ -270,7 +271,7 @@ func TestMiddlewareFailModes(t *testing.T) {
 // knows, a JWT claim: the adapter tells it (httpapi.WithCaller).
 func TestMiddlewareBehindTheAdapterKnowsTheCaller(t *testing.T) {
 	mw, err := httpapi.Middleware(withLogs(httpapi.Options{
-		Store: sqlitetest.Open(t, limiter.StoreConfig{}),
+		Store: sqlitetest.Open(t, sqlite.Config{}),
 		Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "p", Limit: 1, Window: time.Minute, Namespace: "p"},
 			KeySource: limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: "sub"}, Routes: []string{"/"}}},
 		Now: func() time.Time { return fixtureNow },

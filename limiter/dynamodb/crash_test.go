@@ -24,7 +24,7 @@ var workerPolicy = limiter.Policy{Name: "ping", Limit: 20, Window: time.Hour}
 // until it is killed (storetest.Work).
 func decidingWorker(arg string) {
 	endpoint, table, _ := strings.Cut(arg, " ")
-	s, err := dynamodb.Open(context.Background(), limiter.StoreConfig{Table: table, Endpoint: endpoint, BusyTimeout: 10 * time.Second}, dynamotest.Options()...)
+	s, err := dynamodb.Open(context.Background(), dynamodb.Config{Table: table, Endpoint: endpoint, BusyTimeout: 10 * time.Second}, dynamotest.Options()...)
 	if err != nil {
 		panic(err)
 	}

@@ -70,6 +70,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -84,7 +85,58 @@ import (
 // use by multiple goroutines and processes.
 type Store struct {
 	client *dynamodb.Client
-	cfg    limiter.StoreConfig
+	cfg    Config
+}
+
+// Config says which table a Store keeps its items in, and how it waits.
+type Config struct {
+	// Table is the table's name; Endpoint, when set, the URL of a local
+	// implementation (moto, DynamoDB Local). Region and credentials come
+	// from the AWS SDK's usual chain.
+	Table    string
+	Endpoint string
+	// BusyTimeout bounds each wait for DynamoDB to accept a write that
+	// conflicted or was throttled; zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// AuditRetention is how long audit records are kept, as their time to
+	// live; zero keeps them forever.
+	AuditRetention time.Duration
+	// ReadOnly refuses every write, as the status function's role would.
+	ReadOnly bool
+}
+
+// DefaultBusyTimeout is a Config's BusyTimeout when it sets none.
+const DefaultBusyTimeout = 3 * time.Second
+
+// A ConfigError is one thing wrong with a Config: the field, and what.
+type ConfigError struct {
+	Field   string // "Table", "Endpoint", "BusyTimeout" or "AuditRetention"
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "dynamodb: " + e.Field + ": " + e.Problem }
+
+// Validate reports every problem with c as one error joining a
+// *ConfigError each: no table name, an endpoint that is not an http:// or
+// https:// URL, a negative duration.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	if c.Table == "" {
+		bad("Table", "not set; the DynamoDB store needs the table's name")
+	}
+	if u := c.Endpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		bad("Endpoint", "%q is not an http:// or https:// URL", u)
+	}
+	if c.BusyTimeout < 0 {
+		bad("BusyTimeout", "%v is below zero", c.BusyTimeout)
+	}
+	if c.AuditRetention < 0 {
+		bad("AuditRetention", "%v is below zero", c.AuditRetention)
+	}
+	return errors.Join(errs...)
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -93,12 +145,12 @@ var _ limiter.Store = (*Store)(nil)
 // table, and a missing table or an unreachable endpoint shows in every call
 // as limiter.ErrUnavailable. opts adjust the AWS SDK's configuration (tests
 // give static credentials).
-func Open(ctx context.Context, cfg limiter.StoreConfig, opts ...func(*config.LoadOptions) error) (*Store, error) {
-	if cfg.Table == "" {
-		return nil, errors.New("dynamodb: no table name")
+func Open(ctx context.Context, cfg Config, opts ...func(*config.LoadOptions) error) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.BusyTimeout <= 0 {
-		cfg.BusyTimeout = limiter.DefaultBusyTimeout
+	if cfg.BusyTimeout == 0 {
+		cfg.BusyTimeout = DefaultBusyTimeout
 	}
 	// The SDK's own retries stay short, well inside a request's budget;
 	// the store's loop (see write.go) decides when to give up.

@@ -32,8 +32,8 @@ const retention = 3 * time.Hour
 
 func open(t testing.TB, endpoint, table string) *dynamodb.Store {
 	t.Helper()
-	s, err := dynamodb.Open(context.Background(), limiter.StoreConfig{
-		Kind: limiter.StoreDynamoDB, Table: table, Endpoint: endpoint,
+	s, err := dynamodb.Open(context.Background(), dynamodb.Config{
+		Table: table, Endpoint: endpoint,
 		BusyTimeout: 5 * time.Second, AuditRetention: retention,
 	}, dynamotest.Options()...)
 	if err != nil {
@@ -135,7 +135,7 @@ func TestItemsCarryTheirExpiry(t *testing.T) {
 	if _, err := open(t, endpoint, table).Allow(ctx, storetest.One(p, "kept", now, "", "r1")); err != nil {
 		t.Fatal(err)
 	}
-	forever, err := dynamodb.Open(ctx, limiter.StoreConfig{Table: table, Endpoint: endpoint}, dynamotest.Options()...)
+	forever, err := dynamodb.Open(ctx, dynamodb.Config{Table: table, Endpoint: endpoint}, dynamotest.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -482,8 +482,8 @@ func TestAnOverrideWriteOfUnknownOutcomeReportsNoBefore(t *testing.T) {
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	proxy := dynamotest.NewProxy(t, endpoint)
-	st, err := dynamodb.Open(context.Background(), limiter.StoreConfig{
-		Kind: limiter.StoreDynamoDB, Table: table, Endpoint: proxy.URL, BusyTimeout: 300 * time.Millisecond,
+	st, err := dynamodb.Open(context.Background(), dynamodb.Config{
+		Table: table, Endpoint: proxy.URL, BusyTimeout: 300 * time.Millisecond,
 	}, dynamotest.Options()...)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func BenchmarkBatchOf16(b *testing.B) {
 	for _, mode := range []string{"WAL", "DELETE"} {
 		b.Run(mode, func(b *testing.B) {
-			s, err := Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(b.TempDir(), "bench.db"), JournalMode: mode})
+			s, err := Open(context.Background(), Config{Path: filepath.Join(b.TempDir(), "bench.db"), JournalMode: mode})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -44,7 +44,7 @@ var benchPolicy = limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minu
 
 func benchStore(b *testing.B, mode string) *sqlite.Store {
 	b.Helper()
-	return sqlitetest.Open(b, limiter.StoreConfig{
+	return sqlitetest.Open(b, sqlite.Config{
 		Path: filepath.Join(BenchDir(b), "bench.db"), JournalMode: mode, BusyTimeout: 5 * time.Second,
 	})
 }

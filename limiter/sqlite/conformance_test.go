@@ -45,7 +45,7 @@ func TestConformanceSharded(t *testing.T) {
 	}
 }
 
-func shardedConfig(path string, shards int) limiter.StoreConfig {
+func shardedConfig(path string, shards int) sqlite.Config {
 	cfg := storeConfig(path)
 	cfg.Shards = shards
 	return cfg

@@ -74,7 +74,7 @@ var workerPolicy = limiter.Policy{Name: "ping", Limit: 40, Window: time.Minute}
 // decidingWorker makes decisions over five keys on the database at path
 // until it is killed (storetest.Work).
 func decidingWorker(path string) {
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path, BusyTimeout: 10 * time.Second})
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, BusyTimeout: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +90,7 @@ var everyAttempt = limiter.Policy{Name: "all", Limit: 1 << 40, Window: time.Minu
 // shardedWorker decides over eight keys, under workerPolicy and
 // everyAttempt, from four goroutines (so batches form), on four shards.
 func shardedWorker(path string) {
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path, Shards: 4, BusyTimeout: 10 * time.Second})
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Shards: 4, BusyTimeout: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
-func readOnlyConfig(path string) limiter.StoreConfig {
+func readOnlyConfig(path string) sqlite.Config {
 	cfg := storeConfig(path)
 	cfg.ReadOnly = true
 	return cfg

@@ -1,6 +1,6 @@
 // Package sqlite keeps the limiter's counters and audit records in a SQLite
 // file that many processes share, such as Lambda execution environments
-// mounting the same EFS file system, or, with StoreConfig.Shards, in
+// mounting the same EFS file system, or, with Config.Shards, in
 // several files beside it, each key's counters in one of them.
 //
 // Every decision is one immediate write transaction: an upsert that returns
@@ -23,12 +23,12 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/internal/sqlitetune"
 	"github.com/ft251/ratelimit/limiter"
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -50,7 +50,7 @@ import (
 // see.
 type Store struct {
 	path   string // shard 0's: DB_PATH
-	cfg    limiter.StoreConfig
+	cfg    settings
 	shards []*shard
 	// layoutSeen is set once shard 0 has been opened, and with it the
 	// layout checked, so that no other shard serves before (see first).
@@ -62,7 +62,7 @@ type Store struct {
 type shard struct {
 	index, count int // this file's place in the layout: shard index of count
 	path         string
-	cfg          limiter.StoreConfig
+	cfg          settings
 
 	// mu guards h and checked. It is a channel so that a caller waiting for
 	// another's reopen gives up when its context ends.
@@ -89,55 +89,32 @@ var (
 )
 
 // Open returns a store on the database at cfg.Path (and, with cfg.Shards
-// above 1, the shard files beside it). It refuses only what is wrong
-// whatever the file system says (no path, a path that is a directory, a
-// shard count out of range, WAL with several shards) and opens nothing
-// yet: Ready, or the first call, opens the databases, creating them and
-// their schema when missing, or with cfg.ReadOnly, opens existing ones for
-// reading.
-func Open(ctx context.Context, cfg limiter.StoreConfig) (*Store, error) {
-	if cfg.Path == "" {
-		return nil, errors.New("sqlite: no database path")
+// above 1, the shard files beside it). It refuses what Config.Validate
+// refuses, and opens nothing yet: Ready, or the first call, opens the
+// databases, creating them and their schema when missing, or with
+// cfg.ReadOnly, opens existing ones for reading. The measuring knobs of
+// internal/sqlitetune ride on ctx.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.JournalMode == "" {
-		cfg.JournalMode = limiter.DefaultJournalMode
-	}
-	switch strings.ToUpper(cfg.JournalMode) {
-	case "DELETE", "TRUNCATE", "PERSIST", "WAL":
-		cfg.JournalMode = strings.ToUpper(cfg.JournalMode)
-	default:
-		// Anything else would open, and then fail every decision with
-		// "wrong journal mode".
-		return nil, fmt.Errorf("sqlite: journal mode %q is not DELETE, TRUNCATE, PERSIST or WAL", cfg.JournalMode)
-	}
-	if cfg.BusyTimeout <= 0 {
-		cfg.BusyTimeout = limiter.DefaultBusyTimeout
-	}
-	if cfg.Shards == 0 {
-		cfg.Shards = 1
-	}
-	if cfg.Shards < 1 || cfg.Shards > limiter.MaxShards {
-		return nil, fmt.Errorf("sqlite: %d shards, want 1 to %d", cfg.Shards, limiter.MaxShards)
-	}
-	// WAL commits a transaction over several files atomically per file
-	// only: a request counted in two shards could survive a crash half
-	// counted.
-	if cfg.Shards > 1 && strings.EqualFold(cfg.JournalMode, "WAL") {
-		return nil, errors.New("sqlite: WAL cannot commit across shards atomically; use a rollback journal or one shard")
-	}
-	path, err := filepath.Abs(cfg.Path)
+	c, err := cfg.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: database path %q: %w", cfg.Path, err)
+		return nil, err
 	}
-	s := &Store{path: path, cfg: cfg}
-	for i := range cfg.Shards {
-		p := ShardPath(path, i)
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			return nil, fmt.Errorf("sqlite: database path %s is a directory", p)
-		}
-		s.shards = append(s.shards, &shard{index: i, count: cfg.Shards, path: p, cfg: cfg, mu: make(chan struct{}, 1)})
+	set := settings{Config: c, Options: sqlitetune.From(ctx)}
+	s := &Store{path: c.Path, cfg: set}
+	for i := range c.Shards {
+		s.shards = append(s.shards, &shard{index: i, count: c.Shards, path: ShardPath(c.Path, i), cfg: set, mu: make(chan struct{}, 1)})
 	}
 	return s, nil
+}
+
+// settings are a store's Config, defaults filled in, and its measuring
+// knobs.
+type settings struct {
+	Config
+	sqlitetune.Options
 }
 
 // Ready opens every database that is not open, shard 0 first, waiting for
@@ -236,7 +213,7 @@ func (h *handle) close() error {
 //   - _txlock=immediate: BEGIN takes the write lock at once. Deferred
 //     transactions that read and then write deadlock on lock upgrade and fail
 //     with SQLITE_BUSY whatever the timeout.
-func dsn(path string, cfg limiter.StoreConfig) string {
+func dsn(path string, cfg settings) string {
 	q := url.Values{}
 	busy := time.Duration(0)
 	if cfg.SQLiteBusyHandler {

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/envconfig"
 	"github.com/ft251/ratelimit/internal/fault"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
+	"github.com/ft251/ratelimit/internal/sqlitetune"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
@@ -24,8 +26,8 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var ping = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
 
-func storeConfig(path string) limiter.StoreConfig {
-	return limiter.StoreConfig{Path: path, JournalMode: "DELETE", BusyTimeout: 5 * time.Second}
+func storeConfig(path string) sqlite.Config {
+	return sqlite.Config{Path: path, JournalMode: "DELETE", BusyTimeout: 5 * time.Second}
 }
 
 func allow(tb testing.TB, s *sqlite.Store, p limiter.Policy, key string, now time.Time) limiter.Decision {
@@ -272,7 +274,7 @@ func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
 func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locked.db")
 	cfg := storeConfig(path)
-	cfg.BusyTimeout = limiter.MaxBusyTimeout
+	cfg.BusyTimeout = envconfig.MaxBusyTimeout
 	s := sqlitetest.Open(t, cfg)
 	conn, err := sqlitetest.Connect(t, path).Conn(context.Background())
 	if err != nil {
@@ -288,7 +290,7 @@ func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 	_, err = s.Allow(ctx, storetest.One(ping, "k", t0, "", ""))
 	// The busy timeout is 20 s; returning at all before it shows the
 	// deadline, not the timeout, ended the wait.
-	if !errors.Is(err, limiter.ErrUnavailable) || time.Since(start) >= limiter.MaxBusyTimeout/2 {
+	if !errors.Is(err, limiter.ErrUnavailable) || time.Since(start) >= envconfig.MaxBusyTimeout/2 {
 		t.Fatalf("allow = %v after %v; want ErrUnavailable once the 100ms deadline passed", err, time.Since(start))
 	}
 	conn.ExecContext(context.Background(), `ROLLBACK`)
@@ -297,9 +299,7 @@ func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 func TestWaitsForAHeldLockAndCountsRetries(t *testing.T) {
 	for _, sqliteHandler := range []bool{false, true} {
 		path := filepath.Join(t.TempDir(), "held.db")
-		cfg := storeConfig(path)
-		cfg.SQLiteBusyHandler = sqliteHandler
-		s := sqlitetest.Open(t, cfg)
+		s := sqlitetest.OpenTuned(t, storeConfig(path), sqlitetune.Options{SQLiteBusyHandler: sqliteHandler})
 		conn, err := sqlitetest.Connect(t, path).Conn(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -362,7 +362,7 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 	s := sqlitetest.Open(t, storeConfig(path))
 	allow(t, s, ping, "k", t0)
 	// A local server configured for WAL opens the same file and switches it.
-	wal := sqlitetest.Open(t, limiter.StoreConfig{Path: path, JournalMode: "WAL", BusyTimeout: time.Second})
+	wal := sqlitetest.Open(t, sqlite.Config{Path: path, JournalMode: "WAL", BusyTimeout: time.Second})
 	allow(t, wal, ping, "k", t0)
 	time.Sleep(sqlite.FileCheckInterval)
 	// The rollback-journal store notices within a second and stops rather
@@ -387,7 +387,7 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 // the key failed (a 503, or, failing open, let through). The count stops
 // at decide.CountCap instead, and denies.
 func TestACountNearAnInt64Saturates(t *testing.T) {
-	s := sqlitetest.Open(t, limiter.StoreConfig{})
+	s := sqlitetest.Open(t, sqlite.Config{})
 	p := limiter.Policy{Name: "ping", Limit: limiter.MaxLimit, Window: time.Hour}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	allow := func(cost int64) (limiter.Outcome, error) {
@@ -417,7 +417,7 @@ func TestACountNearAnInt64Saturates(t *testing.T) {
 // Open, with the modes it takes.
 func TestOpenRefusesAJournalModeOfNoKind(t *testing.T) {
 	for _, mode := range []string{"bogus", "MEMORY", "off"} {
-		s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "x.db"), JournalMode: mode})
+		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "x.db"), JournalMode: mode})
 		if err == nil {
 			s.Close()
 		}
@@ -425,7 +425,7 @@ func TestOpenRefusesAJournalModeOfNoKind(t *testing.T) {
 			t.Errorf("journal mode %q: %v, want refused", mode, err)
 		}
 	}
-	s, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: filepath.Join(t.TempDir(), "x.db"), JournalMode: "truncate"})
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "x.db"), JournalMode: "truncate"})
 	if err != nil {
 		t.Fatalf("truncate in lower case: %v", err)
 	}

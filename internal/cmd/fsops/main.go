@@ -35,8 +35,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -71,19 +72,19 @@ var (
 // decide makes one warm-up decision and then n more through the /ping
 // handler, as one Lambda execution environment would.
 func decide(path, mode string, n int) error {
-	store, err := sqlite.Open(context.Background(), limiter.StoreConfig{Path: path, JournalMode: mode, BusyTimeout: 5 * time.Second})
+	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, JournalMode: mode, BusyTimeout: 5 * time.Second})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	opts := httpapi.Options{
+	opts := service.Options{
 		Store: store,
 		Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute},
-			KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Routes: []string{limiter.DefaultRoute}}},
+			KeySource: limiter.KeySource{Kind: limiter.KeyFromHeader}, Routes: []string{"/ping"}}},
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}
 	if policies != "" {
-		cfg, err := limiter.ConfigFromEnv(func(k string) string {
+		cfg, err := readEnv(func(k string) string {
 			return map[string]string{"POLICIES": policies, "DB_PATH": path}[k]
 		})
 		if err != nil {
@@ -91,7 +92,10 @@ func decide(path, mode string, n int) error {
 		}
 		opts.Rules = cfg.Rules
 	}
-	api := httpapi.New(opts)
+	api, err := service.New(opts)
+	if err != nil {
+		return err
+	}
 	for i := range n + 1 {
 		r := httptest.NewRequest(http.MethodGet, "/ping", nil)
 		r.Header.Set("X-Client-Key", fmt.Sprintf("client-%d", i%keys))
@@ -215,4 +219,9 @@ func compare(modes []string, n int) error {
 		fmt.Printf("policies: %s\n", policies)
 	}
 	return nil
+}
+
+// readEnv reads the configuration as the Lambda functions do.
+func readEnv(getenv func(string) string) (envconfig.Config, error) {
+	return envconfig.Read(getenv, envconfig.Lambda)
 }

@@ -39,9 +39,11 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/envconfig"
 	"github.com/ft251/ratelimit/internal/rejectcache"
+	"github.com/ft251/ratelimit/internal/service"
+	"github.com/ft251/ratelimit/internal/sqlitetune"
 	"github.com/ft251/ratelimit/limiter"
-	"github.com/ft251/ratelimit/limiter/httpapi"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -80,7 +82,7 @@ func main() {
 	flag.Int64Var(&o.limit, "limit", 100, "RATE_LIMIT")
 	flag.Int64Var(&o.window, "window", 60, "WINDOW_SECONDS")
 	flag.StringVar(&o.journal, "journal", "DELETE", "JOURNAL_MODE: DELETE, TRUNCATE, PERSIST or WAL")
-	flag.DurationVar(&o.busy, "busy", limiter.DefaultBusyTimeout, "BUSY_TIMEOUT")
+	flag.DurationVar(&o.busy, "busy", sqlite.DefaultBusyTimeout, "BUSY_TIMEOUT")
 	flag.StringVar(&o.via, "via", "handler", "handler (the full /ping handler) or store (Store.Allow alone)")
 	flag.StringVar(&o.handler, "busy-handler", "store", "who waits for the lock: store (fair, the default) or sqlite (SQLite's busy handler)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database between runs")
@@ -142,19 +144,24 @@ func fatal(err error) {
 	os.Exit(2)
 }
 
-func (o options) storeConfig() limiter.StoreConfig {
-	return limiter.StoreConfig{Path: o.db, JournalMode: o.journal, BusyTimeout: o.busy, SQLiteBusyHandler: o.handler == "sqlite",
-		Shards: o.shards, MaxBatch: o.batch}
+func (o options) storeConfig() sqlite.Config {
+	return sqlite.Config{Path: o.db, JournalMode: o.journal, BusyTimeout: o.busy, Shards: o.shards}
+}
+
+// tuned is ctx carrying the store's measuring knobs that o sets, for
+// sqlite.Open.
+func (o options) tuned(ctx context.Context) context.Context {
+	return sqlitetune.With(ctx, sqlitetune.Options{SQLiteBusyHandler: o.handler == "sqlite", MaxBatch: o.batch})
 }
 
 func (o options) policy() limiter.Policy {
-	return limiter.Policy{Name: limiter.DefaultPolicyName, Limit: o.limit, Window: time.Duration(o.window) * time.Second}
+	return limiter.Policy{Name: envconfig.DefaultPolicyName, Limit: o.limit, Window: time.Duration(o.window) * time.Second}
 }
 
 // keyOf is the client key an attempt for key counts under with p: key
 // itself, or with -cross for the other policies, key/<name>.
 func (o options) keyOf(p limiter.Policy, key string) string {
-	if o.cross && p.Name != limiter.DefaultPolicyName {
+	if o.cross && p.Name != envconfig.DefaultPolicyName {
 		return key + "/" + p.Name
 	}
 	return key
@@ -166,11 +173,11 @@ func (o options) keyOf(p limiter.Policy, key string) string {
 // shards.
 func (o options) rules() []limiter.Rule {
 	ks := limiter.KeySource{Kind: limiter.KeyFromHeader}
-	rules := []limiter.Rule{{Policy: o.policy(), KeySource: ks, Routes: []string{limiter.DefaultRoute}}}
+	rules := []limiter.Rule{{Policy: o.policy(), KeySource: ks, Routes: []string{"/ping"}}}
 	for i := 2; i <= o.policies; i++ {
 		p := o.policy()
 		p.Name, p.Namespace, p.Limit = fmt.Sprint("p", i), fmt.Sprint("p", i), 1<<50
-		rules = append(rules, limiter.Rule{Policy: p, KeySource: ks, Routes: []string{limiter.DefaultRoute}})
+		rules = append(rules, limiter.Rule{Policy: p, KeySource: ks, Routes: []string{"/ping"}})
 	}
 	return rules
 }
@@ -198,7 +205,7 @@ type result struct {
 // "ready", waits for "go" on stdin, drives load and prints its result.
 func worker(o options) error {
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, o.storeConfig())
+	store, err := sqlite.Open(o.tuned(ctx), o.storeConfig())
 	if err != nil {
 		return err
 	}
@@ -214,7 +221,10 @@ func worker(o options) error {
 		decider = rejectcache.New(store, 0)
 	}
 	memory := &memoryCounter{Store: decider, n: map[string]int64{}}
-	api := httpapi.New(httpapi.Options{Store: memory, Logger: logger, Rules: o.rules()})
+	api, err := service.New(service.Options{Store: memory, Logger: logger, Rules: o.rules()})
+	if err != nil {
+		fatal(err)
+	}
 
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
@@ -281,7 +291,7 @@ type pruneResult struct {
 // pruner runs in its own process, as the scheduled prune function would:
 // a tenth into the run it prunes the seeded backlog once.
 func pruner(o options) error {
-	store, err := sqlite.Open(context.Background(), o.storeConfig())
+	store, err := sqlite.Open(o.tuned(context.Background()), o.storeConfig())
 	if err != nil {
 		return err
 	}
@@ -353,7 +363,7 @@ var errBusy = errors.New("lock wait ran out")
 
 // decideOne makes one decision and reports whether it was allowed and in
 // which window.
-func decideOne(ctx context.Context, o options, api *httpapi.API, store *sqlite.Store, key string) (bool, string, error) {
+func decideOne(ctx context.Context, o options, api *service.API, store *sqlite.Store, key string) (bool, string, error) {
 	if o.via == "store" {
 		a := limiter.Attempt{Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"}
 		for _, r := range o.rules() {
@@ -435,7 +445,7 @@ func run(o options, procs int) (row, error) {
 	}
 	// Create and migrate the schema of every shard once, so workers do not
 	// race for it. (sqlite.Open alone opens nothing: Ready does.)
-	s, err := sqlite.Open(context.Background(), o.storeConfig())
+	s, err := sqlite.Open(o.tuned(context.Background()), o.storeConfig())
 	if err == nil {
 		err = s.Ready(context.Background())
 		s.Close()

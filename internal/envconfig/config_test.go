@@ -1,0 +1,229 @@
+package envconfig_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/stores"
+	"github.com/ft251/ratelimit/limiter"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := envconfig.Read(env(map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db"}), envconfig.Lambda)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := envconfig.Config{
+		FailMode: limiter.FailClosed,
+		Store:    stores.Config{Kind: "sqlite", Path: "/mnt/efs/ratelimit.db", Shards: 1, JournalMode: "DELETE", BusyTimeout: 3 * time.Second},
+		Rules: []limiter.Rule{{
+			Policy:    limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute},
+			KeySource: limiter.KeySource{Kind: "header"},
+			Routes:    []string{"/ping"},
+		}},
+		Metrics: true,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults = %+v\nwant %+v", c, want)
+	}
+}
+
+func TestConfigReadsEverySetting(t *testing.T) {
+	c, err := readEnv(env(map[string]string{
+		"DB_PATH": "/x.db", "RATE_LIMIT": "100", "WINDOW_SECONDS": "3600",
+		"CLIENT_KEY_SOURCE": "claim:sub", "FAIL_MODE": "open", "AUDIT_RETENTION": "30d",
+		"BUSY_TIMEOUT": "1500ms", "JOURNAL_MODE": "truncate", "SQLITE_SHARDS": "16",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Rules[0].Policy; p.Limit != 100 || p.Window != time.Hour || c.Rules[0].KeySource != (limiter.KeySource{Kind: "claim", Claim: "sub"}) ||
+		c.FailMode != limiter.FailOpen || c.Store.AuditRetention != 30*24*time.Hour ||
+		c.Store.BusyTimeout != 1500*time.Millisecond || c.Store.JournalMode != "TRUNCATE" || c.Store.Shards != 16 {
+		t.Errorf("config = %+v", c)
+	}
+	if c, _ := envconfig.Read(env(map[string]string{"DB_PATH": "x", "AUDIT_RETENTION": "720h", "CLIENT_KEY_SOURCE": "source-ip"}), envconfig.Lambda); c.Store.AuditRetention != 720*time.Hour || c.Rules[0].KeySource.Kind != "source-ip" {
+		t.Errorf("config = %+v", c)
+	}
+}
+
+func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
+	_, err := readEnv(env(map[string]string{
+		"RATE_LIMIT": "0", "WINDOW_SECONDS": "1.5", "CLIENT_KEY_SOURCE": "x-forwarded-for",
+		"FAIL_MODE": "maybe", "AUDIT_RETENTION": "forever", "BUSY_TIMEOUT": "1h", "JOURNAL_MODE": "WAL",
+		"SQLITE_SHARDS": "65",
+	}))
+	var ce *envconfig.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a ConfigError", err)
+	}
+	msg := err.Error()
+	for _, name := range []string{"DB_PATH", "RATE_LIMIT", "WINDOW_SECONDS", "CLIENT_KEY_SOURCE", "FAIL_MODE", "AUDIT_RETENTION", "BUSY_TIMEOUT", "JOURNAL_MODE", "SQLITE_SHARDS"} {
+		if !strings.Contains(msg, name+":") {
+			t.Errorf("error does not mention %s:\n%s", name, msg)
+		}
+	}
+	if len(ce.Problems) != 9 {
+		t.Errorf("%d problems, want 9:\n%s", len(ce.Problems), msg)
+	}
+	if !strings.Contains(msg, "WAL is unsafe on EFS") {
+		t.Errorf("WAL rejection does not say why:\n%s", msg)
+	}
+}
+
+func TestConfigRejectCache(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "off": false, "on": true, "true": true, "0": false} {
+		c, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "REJECT_CACHE": v}), envconfig.Lambda)
+		if err != nil || c.RejectCache != want {
+			t.Errorf("REJECT_CACHE=%q: %v %v, want %v", v, c.RejectCache, err, want)
+		}
+	}
+	if _, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "REJECT_CACHE": "sometimes"}), envconfig.Lambda); err == nil {
+		t.Error("REJECT_CACHE=sometimes accepted")
+	}
+}
+
+func TestConfigDynamoDB(t *testing.T) {
+	c, err := envconfig.Read(env(map[string]string{"STORE": "dynamodb", "TABLE_NAME": "counters", "DYNAMODB_ENDPOINT": "http://127.0.0.1:5000", "AUDIT_RETENTION": "7d"}), envconfig.Lambda)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Kind != "dynamodb" || c.Store.Table != "counters" || c.Store.Endpoint != "http://127.0.0.1:5000" || c.Store.AuditRetention != 7*24*time.Hour {
+		t.Errorf("store config = %+v", c.Store)
+	}
+	_, err = envconfig.Read(env(map[string]string{"STORE": "dynamodb", "DYNAMODB_ENDPOINT": "localhost:5000"}), envconfig.Lambda)
+	for _, name := range []string{"TABLE_NAME:", "DYNAMODB_ENDPOINT:"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "DB_PATH") {
+		t.Errorf("DB_PATH demanded for the DynamoDB store: %v", err)
+	}
+	if _, err := envconfig.Read(env(map[string]string{"STORE": "redis", "DB_PATH": "x"}), envconfig.Lambda); err == nil || !strings.Contains(err.Error(), "STORE:") {
+		t.Errorf("STORE=redis: %v", err)
+	}
+}
+
+func TestConfigPolicies(t *testing.T) {
+	c, err := readEnv(env(map[string]string{
+		"DB_PATH": "x", "CLIENT_KEY_SOURCE": "source-ip",
+		"POLICIES": `[{"name":"ping","limit":3,"window":"60s"},
+			{"name":"burst","limit":10,"window":"1s","algorithm":"sliding","shadow":true},
+			{"name":"monthly","limit":100000,"window":"30d","key":"claim:sub","routes":["/ping"]}]`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []limiter.Rule{
+		{Policy: limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}, KeySource: limiter.KeySource{Kind: "source-ip"}, Routes: []string{"/ping"}},
+		{Policy: limiter.Policy{Name: "burst", Limit: 10, Window: time.Second, Namespace: "burst", Algorithm: "sliding", Shadow: true}, KeySource: limiter.KeySource{Kind: "source-ip"}, Routes: []string{"/ping"}},
+		{Policy: limiter.Policy{Name: "monthly", Limit: 100000, Window: 30 * 24 * time.Hour, Namespace: "monthly"}, KeySource: limiter.KeySource{Kind: "claim", Claim: "sub"}, Routes: []string{"/ping"}},
+	}
+	if !reflect.DeepEqual(c.Rules, want) {
+		t.Errorf("rules = %+v\nwant %+v", c.Rules, want)
+	}
+	c, _ = envconfig.Read(env(map[string]string{"DB_PATH": "x", "SHADOW": "on"}), envconfig.Lambda)
+	if !c.Rules[0].Policy.Shadow {
+		t.Errorf("SHADOW=on left the default policy enforcing")
+	}
+	_, err = readEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":0,"window":"1s"},{"name":"a","limit":1,"window":"31d"},
+		{"name":"Bad Name","limit":1,"window":"1s","algorithm":"leaky","key":"x-forwarded-for","routes":[" "]},{"name":"b","limit":1,"window":"soon"}]`}))
+	for _, want := range []string{"limit 0 is not from 1 to 999999999999999", "named twice", `window "31d"`, "names are lower-case", "algorithm \"leaky\"", "key:", "a route is empty", `"soon" is not a duration`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("POLICIES error does not say %q: %v", want, err)
+		}
+	}
+	if _, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": `{"name":"ping"}`}), envconfig.Lambda); err == nil {
+		t.Error("a POLICIES object, not an array, was accepted")
+	}
+}
+
+func TestConfigMetrics(t *testing.T) {
+	c, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "METRICS_NAMESPACE": "RateLimit/prod-stack"}), envconfig.Lambda)
+	if err != nil || !c.Metrics || c.MetricsNamespace != "RateLimit/prod-stack" {
+		t.Errorf("functions: metrics %v in %q (%v), want EMF on by default in the given namespace", c.Metrics, c.MetricsNamespace, err)
+	}
+	if c, _ := envconfig.Read(env(map[string]string{"DB_PATH": "x", "METRICS": "off"}), envconfig.Lambda); c.Metrics {
+		t.Error("METRICS=off left metrics on")
+	}
+	for _, bad := range []map[string]string{
+		{"METRICS": "prometheus"},
+		{"METRICS_NAMESPACE": "AWS/Lambda"},
+		{"METRICS_NAMESPACE": "rate{limit}"},
+		{"METRICS_NAMESPACE": strings.Repeat("n", 256)},
+		{"SHADOW": "maybe"},
+	} {
+		bad["DB_PATH"] = "x"
+		if _, err := envconfig.Read(env(bad), envconfig.Lambda); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// POLICIES problems are told in the terms of the JSON a person wrote, every
+// one of them at once.
+func TestConfigPoliciesProblemsInTheirTerms(t *testing.T) {
+	for v, want := range map[string][]string{
+		`[{"name":"a","limit":1,"window":"1s"}] junk`: {"invalid JSON at byte 40"},
+		`{"name":"ping"}`: {"found object; POLICIES is a JSON array"},
+		`[{"name":"a","limit":"3","window":"1s"},{"name":"b","limit":3},{"name":"c","limit":1,"window":"1s","routes":[]},` +
+			`{"name":"d","limit":1,"window":"1s","burst":2},[1],{"name":"e","limit":1.5,"window":"1s"},{"name":"f","limit":1,"window":"1s","bucket":2}]`: {
+			`policy 1: "limit" must be a whole number, not string`,
+			`policy "b": window is required`,
+			`policy "c": routes is empty`,
+			`policy "d": burst applies to the gcra algorithm only`,
+			`policy 5: found array where a policy object belongs`,
+			`policy 6: "limit" must be a whole number, not number 1.5`,
+			`policy 7: unknown member "bucket"`,
+		},
+	} {
+		_, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": v}), envconfig.Lambda)
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("POLICIES=%s: error does not say %q: %v", v, w, err)
+			}
+		}
+		if err != nil && (strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "ruleJSON")) {
+			t.Errorf("POLICIES=%s: error speaks of Go types: %v", v, err)
+		}
+	}
+}
+
+// TestConfigGCRAAndCosts: POLICIES names the GCRA algorithm with its burst,
+// and what a request under a policy costs; both are checked.
+func TestConfigGCRAAndCosts(t *testing.T) {
+	c, err := readEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[
+		{"name":"tokens","limit":100,"window":"1m","algorithm":"gcra","burst":20,"routes":["GET /orders/{id}"]},
+		{"name":"uploads","limit":100,"window":"1h","routes":["POST /upload"],"cost":5}]`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Rules[0]; r.Policy.Algorithm != limiter.GCRA || r.Policy.Burst != 20 || r.Policy.Capacity() != 20 || r.Routes[0] != "GET /orders/{id}" {
+		t.Errorf("gcra rule = %+v", r)
+	}
+	if r := c.Rules[1]; r.Cost != 5 || r.Policy.Algorithm.String() != "fixed" {
+		t.Errorf("cost rule = %+v", r)
+	}
+	_, err = readEnv(env(map[string]string{"DB_PATH": "x", "POLICIES": `[
+		{"name":"a","limit":10,"window":"1m","cost":0},{"name":"b","limit":10,"window":"1m","cost":11},
+		{"name":"c","limit":10,"window":"1m","algorithm":"gcra","burst":0},{"name":"d","limit":10,"window":"1m","burst":3}]`}))
+	for _, want := range []string{`policy "a": cost 0`, `policy "b": cost 11`, `policy "c": burst 0 is below 1`, `policy "d": burst applies to the gcra algorithm only`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
+	}
+}
+
+// readEnv reads the configuration as the Lambda functions do.
+func readEnv(getenv func(string) string) (envconfig.Config, error) {
+	return envconfig.Read(getenv, envconfig.Lambda)
+}

@@ -1,0 +1,115 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/ft251/ratelimit/internal/strictjson"
+)
+
+// MaxCheckBody bounds a POST /check or admin body.
+const MaxCheckBody = 64 << 10
+
+// readJSON reads req's body, one JSON object, into v, a pointer to a
+// struct whose json tags are the members it takes, exactly: 415 for
+// another media type than application/json (none given is taken as JSON)
+// or a charset but UTF-8 (the body is read as UTF-8, as RFC 8259 has JSON
+// sent), 413 beyond MaxCheckBody, and bad's 400 for anything else wrong,
+// with example in the message for an empty body. A member that is null is
+// a 400 too, whichever it is: null stands for no value, which no member
+// takes (one that is optional is left out).
+func readJSON(req *request, v any, bad func(why string) *Problem, example string) error {
+	if ct := req.r.Header.Get("Content-Type"); ct != "" {
+		mt, params, err := mime.ParseMediaType(ct)
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			err = errors.New("not UTF-8")
+		}
+		if err != nil || mt != "application/json" {
+			p := problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
+			if req.r.Method == http.MethodPost {
+				p.header.Set("Accept-Post", "application/json")
+			}
+			return p
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, MaxCheckBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return problem(http.StatusRequestEntityTooLarge, TypeInvalidRequest, fmt.Sprintf("The body is over %d bytes.", MaxCheckBody))
+	case err != nil:
+		return bad("the body could not be read")
+	}
+	if err := strictjson.Decode(body, v); err != nil {
+		return bad(jsonProblem(err, example))
+	}
+	if name, ok := nullMember(body); ok {
+		return bad(fmt.Sprintf("%q must not be null", name))
+	}
+	return nil
+}
+
+// nullMember is the first member of body's object whose value is null, a
+// body that decoded as one.
+func nullMember(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", false
+		}
+		if name, _ := tok.(string); string(value) == "null" {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// jsonProblem says what is wrong with a body in its terms, not the
+// decoder's Go types.
+func jsonProblem(err error, example string) string {
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	var member *strictjson.MemberError
+	switch {
+	case errors.As(err, &member):
+		return member.Error()
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Sprintf("%q must be %s, not %s", typ.Field, kindName(typ.Type.String()), typ.Value)
+	case errors.As(err, &typ):
+		return "the body must be a JSON object, not " + typ.Value
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
+	case errors.Is(err, io.EOF):
+		return "the body is empty; it must be a JSON object such as " + example
+	case errors.Is(err, strictjson.ErrTrailing):
+		return "the body holds more than one JSON value"
+	}
+	return "invalid JSON"
+}
+
+// kindName names a Go type of a body's member as JSON would.
+func kindName(goType string) string {
+	switch goType {
+	case "string", "*string":
+		return "a string"
+	case "int64", "*int64", "json.Number":
+		return "a whole number"
+	case "[]string", "*[]string":
+		return "an array of strings"
+	}
+	return "another type"
+}

@@ -1,0 +1,204 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// checkRoute names /check in audit records and metrics.
+const checkRoute = http.MethodPost + " " + RouteCheck
+
+// checkRequest is POST /check's body.
+type checkRequest struct {
+	Key      *string         `json:"key"`
+	Cost     json.RawMessage `json:"cost"`
+	Policies *[]string       `json:"policies"`
+}
+
+// checkBody is POST /check's answer, 200 for both outcomes: the limited
+// party is the caller's client, so a denial is data, not a 429.
+type checkBody struct {
+	Allowed    bool              `json:"allowed"`
+	Degraded   bool              `json:"degraded,omitempty"`
+	Key        string            `json:"key"`
+	Cost       int64             `json:"cost"`
+	RetryAfter int64             `json:"retry_after"`
+	Policies   []checkPolicyBody `json:"policies"`
+}
+
+// checkPolicyBody is one checked policy's standing; with the store down
+// (FAIL_MODE=open), its counts are null: nothing is known.
+type checkPolicyBody struct {
+	Name         string `json:"name"`
+	Algorithm    string `json:"algorithm"`
+	Limit        int64  `json:"limit"`
+	Burst        int64  `json:"burst,omitempty"` // GCRA's bucket size
+	Remaining    *int64 `json:"remaining"`
+	ResetSeconds *int64 `json:"reset_seconds"`
+	Denied       bool   `json:"denied"`
+	Shadow       bool   `json:"shadow,omitempty"`
+}
+
+// check decides, for a service in any language, whether its client key
+// may proceed at a cost: POST /check {"key", "cost", "policies"}. The key
+// comes from the body alone: the caller is trusted to name it (the route
+// is IAM-authorized when deployed). Without "policies", every policy whose
+// routes match POST /check applies. The cost is counted under each policy
+// in one transaction, denied or not, as /ping counts its 1.
+func (a *API) check(req *request) error {
+	var in checkRequest
+	if err := readJSON(req, &in, badCheck, `{"key": "user-42"}`); err != nil {
+		return err
+	}
+	r, err := a.checkRequest(req, in)
+	if err != nil {
+		return err
+	}
+	o, err := a.decide(req, checkRoute, r.Key, func(ctx context.Context) (limiter.Outcome, error) {
+		return a.limiter.Check(ctx, r)
+	})
+	if err != nil {
+		if err := a.undecided(req, err, a.shortestWindow(r.Policies)); err != nil {
+			return err
+		}
+		return req.ok(a.degradedCheck(r))
+	}
+	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
+	body := checkBody{Allowed: o.Allowed, Key: req.key, Cost: o.Decisions[0].Cost}
+	if !o.Allowed {
+		body.RetryAfter = int64(max(o.RetryAfter(), time.Second) / time.Second)
+	}
+	for _, d := range o.Decisions {
+		remaining, reset := d.Remaining, int64(d.ResetAfter.Seconds())
+		body.Policies = append(body.Policies, checkPolicyBody{
+			Name: d.Policy.Name, Algorithm: d.Policy.Algorithm.String(), Limit: d.Policy.Limit, Burst: burstOf(d.Policy),
+			Remaining: &remaining, ResetSeconds: &reset, Denied: !d.Allowed && !d.Policy.Shadow, Shadow: d.Policy.Shadow,
+		})
+	}
+	return req.ok(body)
+}
+
+// checkRequest is the check the body asks for, or a 400 problem saying
+// what in the body is wrong. What only the limiter can tell (an unknown
+// policy, a cost beyond a policy's capacity, a key that is not valid) it
+// refuses when asked, counting nothing.
+func (a *API) checkRequest(req *request, in checkRequest) (limiter.Request, error) {
+	if in.Key == nil {
+		return limiter.Request{}, badCheck(`"key" is required`)
+	}
+	var cost int64 = 1
+	if in.Cost != nil {
+		var ok bool
+		if cost, ok = wholeNumber(in.Cost); !ok || cost < 1 {
+			return limiter.Request{}, badCheck(fmt.Sprintf(`"cost" must be a whole number of at least 1, not %s`, truncate(string(in.Cost), 40)))
+		}
+	}
+	var names []string
+	switch {
+	case in.Policies != nil && len(*in.Policies) == 0:
+		return limiter.Request{}, badCheck(`"policies" is empty: name at least one, or leave it out`)
+	case in.Policies != nil:
+		names = *in.Policies
+	default:
+		rules, _ := a.matching(req.r)
+		for _, r := range rules {
+			names = append(names, r.Policy.Name)
+		}
+		if len(names) == 0 {
+			return limiter.Request{}, badCheck(`no policy guards POST /check: name "policies"`)
+		}
+	}
+	return limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
+		At: req.now, Route: checkRoute, RequestID: req.caller.RequestID}, nil
+}
+
+// shortestWindow is the shortest window of the policies named, which the
+// limiter found: a 503's Retry-After is capped by it.
+func (a *API) shortestWindow(names []string) time.Duration {
+	var w time.Duration
+	for _, name := range names {
+		if p, ok := a.policy(name); ok && (w == 0 || p.Window < w) {
+			w = p.Window
+		}
+	}
+	return w
+}
+
+// wholeNumber reads a JSON number literal whose value is a whole number,
+// in any of the forms JSON writes one (100, 1e2, 100.0, 1.00e2), within
+// int64 (the callers bound it further). It reads the literal's digits
+// exactly, never as a float64: 1.0000000000000001, which a float64 would
+// round to 1, is not a whole number.
+func wholeNumber(raw json.RawMessage) (int64, bool) {
+	lit, neg := strings.CutPrefix(string(raw), "-")
+	mantissa, exp, hasExp := strings.Cut(strings.ToLower(lit), "e")
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	if whole == "" || !digits(whole) || !digits(frac) || hasExp && !digits(strings.TrimLeft(exp, "+-")) {
+		return 0, false // a string, null, true, an object: not a number
+	}
+	// The value is all the mantissa's digits times 10^scale.
+	all := strings.TrimLeft(whole+frac, "0")
+	if all == "" {
+		return 0, true // zero, whatever the exponent
+	}
+	trimmed := strings.TrimRight(all, "0")
+	scale := int64(len(all)-len(trimmed)) - int64(len(frac))
+	if hasExp {
+		// A body holds at most MaxCheckBody digits: an exponent beyond
+		// that, either way, leaves no whole int64 (and is not added up).
+		e, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil || e > MaxCheckBody || e < -MaxCheckBody {
+			return 0, false
+		}
+		scale += e
+	}
+	// Digits after the point, or more than an int64 holds (19).
+	if scale < 0 || int64(len(trimmed))+scale > 19 {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(trimmed+strings.Repeat("0", int(scale)), 10, 64)
+	if err != nil || u > math.MaxInt64 {
+		return 0, false
+	}
+	if neg {
+		return -int64(u), true
+	}
+	return int64(u), true
+}
+
+// digits reports whether s is ASCII digits only (or empty).
+func digits(s string) bool {
+	return strings.Trim(s, "0123456789") == ""
+}
+
+// policies are every configured policy, in order.
+func (e *engine) policies() []limiter.Policy {
+	out := make([]limiter.Policy, len(e.rules))
+	for i, r := range e.rules {
+		out[i] = r.Policy
+	}
+	return out
+}
+
+// degradedCheck is the answer to r with the store down and
+// FAIL_MODE=open: allowed, and nothing known.
+func (a *API) degradedCheck(r limiter.Request) checkBody {
+	body := checkBody{Allowed: true, Degraded: true, Key: r.Key, Cost: r.Cost}
+	for _, name := range r.Policies {
+		p, _ := a.policy(name)
+		body.Policies = append(body.Policies, checkPolicyBody{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Shadow: p.Shadow})
+	}
+	return body
+}
+
+func badCheck(why string) *Problem {
+	return problem(http.StatusBadRequest, TypeInvalidRequest, "The check is not acceptable: "+why+".")
+}

@@ -1,0 +1,366 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/metrics"
+)
+
+// engine is what the API and the middleware share: the rules, compiled,
+// and how a request's policies are found, decided and answered.
+type engine struct {
+	opts  Options
+	rules []*rule
+}
+
+// rule is a limiter.Rule ready to match requests: one of its routes
+// matches a request as an http.ServeMux with those patterns would route it.
+// A request it would redirect (to a cleaned path, or a subtree's trailing
+// slash) is not the route yet: the middleware redirects it as ServeMux
+// would, and counts the request that follows, unless the handler behind
+// is a ServeMux, which routes for itself (guarded.redirects).
+type rule struct {
+	limiter.Rule
+	mux  *http.ServeMux // the rule's routes, each a pattern of its own
+	key  KeyFunc        // nil: Rule.KeySource
+	cost CostFunc       // nil: Rule.Cost
+}
+
+// compileRoutes is a ServeMux of patterns. A pattern ServeMux refuses (it
+// does not parse, or conflicts with another of the rule's) is an error.
+func compileRoutes(patterns []string) (mux *http.ServeMux, err error) {
+	mux = http.NewServeMux()
+	for _, p := range patterns {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					// ServeMux names the source lines that registered the
+					// patterns: ours, of no use to whoever wrote POLICIES.
+					why := registeredAt.ReplaceAllString(fmt.Sprint(v), "")
+					err = errors.Join(err, fmt.Errorf("route %q: %s", p, strings.ReplaceAll(why, "\n", " ")))
+				}
+			}()
+			mux.Handle(p, matched{})
+		}()
+	}
+	return mux, err
+}
+
+// matched is the handler of every rule pattern: a request whose handler
+// is another is one ServeMux would redirect (to a cleaned path, or to a
+// subtree's trailing slash), which is not the route yet, and is not
+// counted.
+type matched struct{}
+
+func (matched) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)
+
+// Guarding names the rules whose routes match a request of method to host
+// ("" for a request that names none of the patterns' hosts) for path, in
+// order: the policies that would count it, as the engine matches it. A
+// rule whose patterns do not compile guards nothing.
+func Guarding(rules []limiter.Rule, method, host, path string) []string {
+	r := &http.Request{Method: method, Host: canonicalHost(host), URL: &url.URL{Path: path}}
+	var names []string
+	for _, rl := range rules {
+		mux, err := compileRoutes(rl.Routes)
+		if err != nil {
+			continue
+		}
+		if h, _ := mux.Handler(r); h == (matched{}) {
+			names = append(names, rl.Policy.Name)
+		}
+	}
+	return names
+}
+
+// CheckRoutes reports the rules' route patterns that http.ServeMux would
+// refuse, one error each.
+func CheckRoutes(rules []limiter.Rule) []error {
+	var errs []error
+	for _, r := range rules {
+		if _, err := compileRoutes(r.Routes); err != nil {
+			errs = append(errs, fmt.Errorf("policy %q: %w", r.Policy.Name, err))
+		}
+	}
+	return errs
+}
+
+// newEngine checks opts and fills in their defaults.
+func newEngine(opts Options) (*engine, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.FailMode == "" {
+		opts.FailMode = limiter.FailClosed
+	}
+	if opts.Store == nil {
+		return nil, errors.New("no store")
+	}
+	e := &engine{opts: opts}
+	errs := []error{limiter.ValidateRules(opts.Rules), opts.FailMode.Validate()}
+	if len(opts.Rules) == 0 {
+		errs = append(errs, errors.New("no rules: nothing would be counted"))
+	}
+	names := map[string]bool{}
+	for _, r := range opts.Rules {
+		mux, err := compileRoutes(r.Routes)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("policy %q: %w", r.Policy.Name, err))
+		}
+		names[r.Policy.Name] = true
+		e.rules = append(e.rules, &rule{Rule: r, mux: mux, key: opts.Keys[r.Policy.Name], cost: opts.Costs[r.Policy.Name]})
+	}
+	for name, f := range opts.Keys {
+		switch {
+		case !names[name]:
+			errs = append(errs, fmt.Errorf("Keys names no policy: %q", name))
+		case f == nil:
+			errs = append(errs, fmt.Errorf("Keys[%q] is nil", name))
+		}
+	}
+	for name, f := range opts.Costs {
+		switch {
+		case !names[name]:
+			errs = append(errs, fmt.Errorf("Costs names no policy: %q", name))
+		case f == nil:
+			errs = append(errs, fmt.Errorf("Costs[%q] is nil", name))
+		}
+	}
+	for _, r := range opts.Rules {
+		if _, ok := opts.Costs[r.Policy.Name]; ok && r.Cost != 0 {
+			errs = append(errs, fmt.Errorf("policy %q has both a Cost and a CostFunc: say which", r.Policy.Name))
+		}
+	}
+	return e, errors.Join(errs...)
+}
+
+// matching are the rules whose routes match r, in configuration order, and
+// the first one's matching pattern, which names the route in audit records
+// and metrics (a pattern, not the path: a bounded set of values).
+func (e *engine) matching(r *http.Request) ([]*rule, string) {
+	rules, first, _ := e.routing(r)
+	return rules, first
+}
+
+// routing is matching, and the redirect ServeMux would answer r with for
+// some rule's route, if any: a handler behind the middleware that is not
+// a ServeMux might serve "//orders" as "/orders", uncounted (one that is
+// redirects for itself, and the middleware leaves the rules' redirect
+// out). Hosts are
+// matched as DNS names are, without case or a trailing dot.
+func (e *engine) routing(r *http.Request) ([]*rule, string, http.Handler) {
+	if host := canonicalHost(r.Host); host != r.Host {
+		probe := *r
+		probe.Host = host
+		r = &probe
+	}
+	var out []*rule
+	var first string
+	var redirect http.Handler
+	for _, rl := range e.rules {
+		switch h, pattern := rl.mux.Handler(r); {
+		case h == (matched{}):
+			out = append(out, rl)
+			if first == "" {
+				first = pattern
+			}
+		case pattern != "" && redirect == nil:
+			redirect = h
+		}
+	}
+	return out, first, redirect
+}
+
+// canonicalHost is host in lower case, without a trailing dot.
+func canonicalHost(host string) string {
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name, port = host, ""
+	}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if port != "" {
+		return net.JoinHostPort(name, port)
+	}
+	return name
+}
+
+// checks are what req is counted under, by rules: each rule's key and
+// cost. A shadow rule that cannot find its key (a claim it lacks, a key
+// that is not valid) is left out and named in the log line, where an
+// enforced one answers 400 or 401: a shadow must not change the answer.
+func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
+	checks := make([]limiter.Check, 0, len(rules))
+	for _, rl := range rules {
+		key, err := rl.keyOf(req)
+		var cost int64
+		if err == nil {
+			cost, err = rl.costOf(req)
+		}
+		if err != nil && rl.Policy.Shadow {
+			req.shadowSkipped = append(req.shadowSkipped, rl.Policy.Name)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		checks = append(checks, limiter.Check{Policy: rl.Policy, Key: key, Cost: cost})
+	}
+	// A cost no policy could ever let through is refused by the store,
+	// which reads the key's overrides in the decision's transaction and
+	// counts nothing (decide's ErrInvalidCost).
+	return checks, nil
+}
+
+// keyOf finds the rule's key in req: by its KeyFunc, or its KeySource.
+func (rl *rule) keyOf(req *request) (string, error) {
+	if rl.key == nil {
+		return clientKey(req.r, req.caller, rl.KeySource)
+	}
+	key, err := rl.key(req.r)
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		return "", p
+	case err != nil:
+		req.funcErr = append(req.funcErr, fmt.Sprintf("key of %s: %v", rl.Policy.Name, err))
+		return "", problem(http.StatusBadRequest, TypeInvalidKey, "The request's client key cannot be told.")
+	}
+	if err := limiter.ValidKey(key); err != nil {
+		return "", refusal(err)
+	}
+	return key, nil
+}
+
+// costOf is what req costs under the rule: its CostFunc's answer, or
+// Rule.Cost. A CostFunc's error is logged, and its text is not sent: it
+// may tell what the client should not know.
+func (rl *rule) costOf(req *request) (int64, error) {
+	if rl.cost == nil {
+		return rl.Cost, nil
+	}
+	cost, err := rl.cost(req.r)
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		return 0, p
+	case err != nil:
+		req.funcErr = append(req.funcErr, fmt.Sprintf("cost of %s: %v", rl.Policy.Name, err))
+		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, "The request's cost cannot be told.")
+	case cost < 1:
+		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, fmt.Sprintf("The request's cost, %d, is below 1.", cost))
+	}
+	return cost, nil
+}
+
+// allow counts req's attempt under checks at route, and decides it (see
+// decide).
+func (e *engine) allow(req *request, route string, checks []limiter.Check) (limiter.Outcome, error) {
+	return e.decide(req, route, checks[0].Key, func(ctx context.Context) (limiter.Outcome, error) {
+		return e.opts.Store.Allow(ctx, limiter.Attempt{Checks: checks, Now: req.now, Route: route, RequestID: req.caller.RequestID})
+	})
+}
+
+// decide has the store decide req (by ask), under key, measuring each
+// policy's decision and any store error. A refusal (a cost the key's
+// policies could never let through, an unknown policy: counting nothing)
+// is returned as its problem; any other error is the store's, for the
+// caller to answer with the fail mode (undecided).
+func (e *engine) decide(req *request, route, key string, ask func(context.Context) (limiter.Outcome, error)) (limiter.Outcome, error) {
+	req.key = key
+	began := time.Now()
+	ctx, whole := decide.Capture(req.r.Context())
+	o, err := ask(ctx)
+	latency := time.Since(began)
+	if p := refusal(err); p != nil {
+		return o, p
+	}
+	if err != nil {
+		req.err = err
+		if e.opts.Metrics != nil && !req.cancelled() {
+			e.opts.Metrics.StoreError(req.now, route, string(fault.Of(err)))
+		}
+		return o, err
+	}
+	req.outcome = &o
+	req.count, req.fromMemory = o.Decisions[0].Count, whole.FromMemory
+	req.decision = "rejected"
+	if o.Allowed {
+		req.decision = "allowed"
+	}
+	if e.opts.Metrics != nil {
+		for _, d := range o.Decisions {
+			// A denial from memory took no store time: measuring it would
+			// pull the latency figures toward zero.
+			took := latency
+			if whole.FromMemory {
+				took = metrics.NoLatency
+			}
+			e.opts.Metrics.Decision(req.now, d.Policy.Name, route, decisionName(d), took)
+		}
+	}
+	return o, nil
+}
+
+// undecided is the answer to a request whose checks the store did not
+// decide, err being decide's error: its problem, for a cost refused; nil
+// when the fail mode lets the request through, degraded (never a client
+// that has gone: nothing would reach it, and a handler behind the
+// middleware would run for nobody); else a 503.
+func (e *engine) undecided(req *request, err error, window time.Duration) error {
+	if p := (*Problem)(nil); errors.As(err, &p) {
+		return p
+	}
+	if e.opts.FailMode == limiter.FailOpen && !req.cancelled() {
+		req.decision = "degraded"
+		return nil
+	}
+	req.decision = "error"
+	return storeUnavailable(window)
+}
+
+// rule is the configured rule of the policy named name, or nil.
+func (e *engine) rule(name string) *rule {
+	i := slices.IndexFunc(e.rules, func(r *rule) bool { return r.Policy.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return e.rules[i]
+}
+
+// policy is the configured policy named name.
+func (e *engine) policy(name string) (limiter.Policy, bool) {
+	if r := e.rule(name); r != nil {
+		return r.Policy, true
+	}
+	return limiter.Policy{}, false
+}
+
+type requestKey struct{}
+
+// withRequest carries req on ctx, for the handlers the API hands it to.
+func withRequest(ctx context.Context, req *request) context.Context {
+	return context.WithValue(ctx, requestKey{}, req)
+}
+
+func requestFrom(ctx context.Context) *request {
+	req, _ := ctx.Value(requestKey{}).(*request)
+	return req
+}

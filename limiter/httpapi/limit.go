@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/ft251/ratelimit/internal/service"
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Limit returns a wrapper that rate-limits everything the handler it wraps
+// serves under one policy, each request counted once under the key that
+// key finds: the common case of Middleware, with no routes to repeat. It
+// answers as Middleware does (the same headers, 429, fail mode closed) and
+// refuses what Middleware refuses: no store, an invalid policy, a nil key
+// function. For several policies, routes, costs, a log line or fail open,
+// use Middleware.
+//
+//	limit, err := httpapi.Limit(store, limiter.Policy{Name: "api", Limit: 100, Window: time.Minute}, httpapi.BySourceIP)
+//	...
+//	http.ListenAndServe(":8080", limit(mux))
+func Limit(store limiter.Store, p limiter.Policy, key KeyFunc) (func(http.Handler) http.Handler, error) {
+	return Middleware(Options{
+		Store: store,
+		Rules: []limiter.Rule{{Policy: p, Routes: []string{"/"}}},
+		Keys:  map[string]KeyFunc{p.Name: key},
+	})
+}
+
+// BySourceIP keys a request by the address it came from: the TCP peer, or
+// behind API Gateway (limiter/awslambda) the source IP API Gateway saw.
+// Never X-Forwarded-For, which any client can write.
+func BySourceIP(r *http.Request) (string, error) {
+	return service.KeyOf(r, limiter.KeySource{Kind: limiter.KeyFromSourceIP})
+}
+
+// ByHeader keys a request by the header name, for a header something in
+// front of you sets (an API key a gateway checked): any client can send
+// any header. A request without it is answered 400.
+func ByHeader(name string) KeyFunc {
+	return func(r *http.Request) (string, error) { return service.HeaderKey(r, name) }
+}
+
+// ByClaim keys a request by a claim of the JWT authorizer in front of the
+// API (API Gateway's, through limiter/awslambda), such as "sub". A request
+// without it is answered 401.
+func ByClaim(name string) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		return service.KeyOf(r, limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: name})
+	}
+}
