@@ -52,4 +52,3 @@ func ValidateRules(rules []Rule) error {
 	errs = append(errs, asSet(policies)...)
 	return errors.Join(errs...)
 }
-
