@@ -18,6 +18,8 @@ type Store struct {
 	t      *tables // nil until the first call needs it, and after Close
 }
 
+var _ limiter.Store = (*Store)(nil)
+
 // tables is what a store keeps, laid out as the SQLite store's tables
 // are, so that each operation finds its rows as that one does: by the
 // policy's store key (decide.StoreKey) and window.
