@@ -92,7 +92,7 @@ func (t *tables) count(c limiter.Check, now time.Time) int64 {
 
 // state is what t holds of key under p at now: its count in the window
 // containing now (for Usage; Allow counts it afresh), for a sliding policy
-// the window before's, for GCRA its bucket; and its override.
+// the previous window's count, for GCRA its bucket; and its override.
 func (t *tables) state(p limiter.Policy, key string, now time.Time) (decide.State, *limiter.Override) {
 	k := decide.StoreKey(p, key)
 	start := decide.WindowStart(now, p.Window).Unix()
