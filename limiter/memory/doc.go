@@ -1,0 +1,29 @@
+// Package memory keeps the limiter's counters, GCRA buckets, overrides and
+// audit records in the memory of one process: for tests, examples and a
+// server that is the only process deciding for its keys.
+//
+// It counts per process. Within the process every decision is exact: one
+// mutex serializes them, so no increment is lost and an allowed attempt
+// has exactly one audit record, however many goroutines decide at once.
+// Two processes, though, each count in their own memory and know nothing
+// of the other's: a client whose requests are spread over n of them is let
+// through up to n times its limit. A Lambda function runs in execution
+// environments that are each such a process, as many as the traffic asks
+// for, each recycled at will with its counts, and so the Lambda functions
+// refuse this store: they count in SQLite on a shared file system or in
+// DynamoDB.
+//
+// Nothing outlives the process, or Close: a restart starts every key
+// fresh, and forgets every override and audit record. Until then the store
+// keeps everything it is given, and grows with its keys and audit records
+// until Prune deletes what may go, as it does for the other stores.
+//
+// It decides as the other stores of this module do, from the same
+// arithmetic (the fixed window, the sliding window, GCRA; costs, shadows
+// and overrides), with the same semantics: every attempt counts under
+// every window policy it names, denied ones too, up to a count that stops
+// growing far above any limit; a GCRA bucket moves only for what it lets
+// through; an attempt that the key's overrides make impossible is refused,
+// counting nothing. Like them, it reads no clock: every instant is the
+// caller's.
+package memory
