@@ -52,6 +52,8 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 func describeConfig(w io.Writer, c config) {
 	s := c.Store
 	switch s.Kind {
+	case stores.Memory:
+		fmt.Fprintln(w, "store: memory, this process alone (lost when it stops)")
 	case stores.DynamoDB:
 		fmt.Fprintf(w, "store: dynamodb, table %s, endpoint %s\n", s.Table, orDefault(s.Endpoint, "AWS"))
 	default:

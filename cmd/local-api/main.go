@@ -87,6 +87,9 @@ func run(log *slog.Logger, cfg config) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Store.Kind == stores.Memory {
+		log.Warn("STORE=memory counts in this process alone: its counts are lost when it stops, and other processes (other servers, the Lambda functions) do not see them")
+	}
 	store, err := stores.OpenReady(ctx, cfg.Store, log)
 	if err != nil {
 		return err
@@ -160,8 +163,11 @@ func newServer(addr string, h http.Handler) *http.Server {
 // clients (and the tests) wait for before they connect.
 func logListening(log *slog.Logger, cfg config, addr net.Addr) {
 	where := []any{"store", cfg.Store.Kind, "db", cfg.Store.Path, "journal_mode", cfg.Store.JournalMode, "shards", max(cfg.Store.Shards, 1)}
-	if cfg.Store.Kind == stores.DynamoDB {
+	switch cfg.Store.Kind {
+	case stores.DynamoDB:
 		where = []any{"store", cfg.Store.Kind, "table", cfg.Store.Table, "endpoint", cfg.Store.Endpoint}
+	case stores.Memory:
+		where = []any{"store", cfg.Store.Kind}
 	}
 	policies := make([]string, len(cfg.Rules))
 	for i, r := range cfg.Rules {

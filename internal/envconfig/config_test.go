@@ -227,3 +227,17 @@ func TestConfigGCRAAndCosts(t *testing.T) {
 func readEnv(getenv func(string) string) (envconfig.Config, error) {
 	return envconfig.Read(getenv, envconfig.Lambda)
 }
+
+// TestMemoryIsForTheLocalServerOnly: STORE=memory counts in one process;
+// the local server takes it, the functions refuse it and say why, since N
+// execution environments would each let the whole limit through.
+func TestMemoryIsForTheLocalServerOnly(t *testing.T) {
+	c, err := envconfig.Read(env(map[string]string{"STORE": "memory"}), envconfig.Local)
+	if err != nil || c.Store.Kind != stores.Memory {
+		t.Errorf("local server, STORE=memory: %+v, %v; want the memory store", c.Store, err)
+	}
+	_, err = envconfig.Read(env(map[string]string{"STORE": "memory"}), envconfig.Lambda)
+	if err == nil || !strings.Contains(err.Error(), "STORE: memory counts in one process") || strings.Contains(err.Error(), "DB_PATH") {
+		t.Errorf("functions, STORE=memory: %v; want STORE refused, saying why, and nothing about DB_PATH", err)
+	}
+}

@@ -124,8 +124,15 @@ func (e *env) store() stores.Config {
 		s.Shards = int(e.int("SQLITE_SHARDS", 1, 0, 1<<31-1, "a whole number of files"))
 	case stores.DynamoDB:
 		s.Kind, s.Table, s.Endpoint = v, e.getenv("TABLE_NAME"), e.getenv("DYNAMODB_ENDPOINT")
+	case stores.Memory:
+		s.Kind = v
+		if e.host != Local {
+			// Each execution environment would count alone: N of them
+			// would let N times the limit through.
+			e.bad("STORE", "memory counts in one process, and every Lambda execution environment is a process of its own: use sqlite or dynamodb (only the local server takes memory)")
+		}
 	default:
-		e.bad("STORE", "%q is not sqlite or dynamodb", v)
+		e.bad("STORE", "%q is not sqlite, dynamodb or memory", v)
 	}
 	return s
 }

@@ -1,6 +1,6 @@
 // Package stores opens the store a configuration names: SQLite, the
-// default, or DynamoDB, and checks such a configuration as the store's own
-// Open would.
+// default, DynamoDB, or memory (one process's, for the local server), and
+// checks such a configuration as the store's own Open would.
 //
 // Each store registers itself from a file of its own, so that a build can
 // leave one out: `-tags nodynamodb` drops the DynamoDB store and the AWS SDK
@@ -25,11 +25,15 @@ type Kind string
 const (
 	SQLite   Kind = "sqlite"
 	DynamoDB Kind = "dynamodb"
+	// Memory counts in this process alone (limiter/memory): exact for one
+	// long-running server, and no store for Lambda, where an execution
+	// environment is one process of many.
+	Memory Kind = "memory"
 )
 
 // Config says which store keeps the counters, and the settings of each.
 type Config struct {
-	// Kind is SQLite (the default, also when empty) or DynamoDB.
+	// Kind is SQLite (the default, also when empty), DynamoDB or Memory.
 	Kind Kind
 	// Path, Shards and JournalMode are SQLite's (sqlite.Config).
 	Path        string
