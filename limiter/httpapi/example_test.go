@@ -12,13 +12,37 @@ import (
 
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/memory"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
+// The smallest program that limits a mux per address: 3 requests a minute
+// from each, and the fourth is told to come back. memory.New counts in this
+// process; sqlite.Open counts across processes on one file.
+func ExampleLimit() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") })
+	limit, err := httpapi.Limit(memory.New(), limiter.Policy{Name: "api", Limit: 3, Window: time.Minute}, httpapi.BySourceIP)
+	if err != nil {
+		panic(err)
+	}
+	h := limit(mux) // in a program: http.ListenAndServe(":8080", limit(mux))
+
+	for range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Println(w.Code, w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("Retry-After") != "")
+	}
+	// Output:
+	// 200 2 false
+	// 200 1 false
+	// 200 0 false
+	// 429 0 true
+}
+
 // Guard two routes of your own API: reading an order, 2 a minute per
-// address; placing one, at a cost of 5 of 100 an hour per user. The
-// policies could as well come from POLICIES (httpapi.ConfigFromEnv). Behind
-// API Gateway, hand the same handler to lambda.Start(awslambda.HTTP(h)).
+// address; placing one, at a cost of 5 of 100 an hour per user. Behind API
+// Gateway, hand the same handler to lambda.Start(awslambda.HTTP(h)).
 func ExampleMiddleware() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)

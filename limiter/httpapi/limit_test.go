@@ -1,0 +1,103 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/internal/lambdatest"
+	"github.com/ft251/ratelimit/internal/service"
+	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/httpapi"
+	"github.com/ft251/ratelimit/limiter/memory"
+)
+
+// TestLimitGuardsEverythingItWraps: one policy over every route of the
+// handler, keyed as its KeyFunc says, each key with its own count; a mux's
+// own redirect is its own, uncounted.
+func TestLimitGuardsEverythingItWraps(t *testing.T) {
+	store := memory.New()
+	limit, err := httpapi.Limit(store, limiter.Policy{Name: "api", Limit: 2, Window: time.Minute}, httpapi.ByHeader("X-API-Key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/a", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("/docs/", func(w http.ResponseWriter, r *http.Request) {})
+	h := limit(mux)
+	get := func(path, key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", path, nil)
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for i, want := range []int{200, 200, 429} {
+		if w := get([]string{"/a", "/docs/x", "/a"}[i], "alice"); w.Code != want {
+			t.Errorf("alice's request %d: %d, want %d", i+1, w.Code, want)
+		}
+	}
+	if w := get("/a", "bob"); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "1" {
+		t.Errorf("bob: %d, remaining %q; want 200 with 1 left: keys count apart", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	if w := get("/docs", "carol"); w.Code != http.StatusTemporaryRedirect || w.Header().Get("RateLimit") != "" {
+		t.Errorf("/docs: %d, RateLimit %q; want the mux's redirect, uncounted", w.Code, w.Header().Get("RateLimit"))
+	}
+	lambdatest.WantProblem(t, get("/a", ""), 400, httpapi.TypeInvalidKey, "/a")
+	if u, _ := store.Usage(context.Background(), limiter.Policy{Name: "api", Limit: 2, Window: time.Minute}, "carol", time.Now()); u.Count != 0 {
+		t.Errorf("carol's redirect counted %d", u.Count)
+	}
+}
+
+// TestLimitRefusesWhatMiddlewareRefuses: no store, an invalid policy, no
+// key function: an error, not a handler that would count wrong.
+func TestLimitRefusesWhatMiddlewareRefuses(t *testing.T) {
+	ok := limiter.Policy{Name: "api", Limit: 1, Window: time.Minute}
+	for name, tc := range map[string]struct {
+		store limiter.Store
+		p     limiter.Policy
+		key   httpapi.KeyFunc
+		want  string
+	}{
+		"no store":    {nil, ok, httpapi.BySourceIP, "no store"},
+		"a bad limit": {memory.New(), limiter.Policy{Name: "api", Window: time.Minute}, httpapi.BySourceIP, "limit 0"},
+		"no key":      {memory.New(), ok, nil, `Keys["api"] is nil`},
+	} {
+		if _, err := httpapi.Limit(tc.store, tc.p, tc.key); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestKeyHelpers: the source IP the platform saw (never X-Forwarded-For),
+// a claim of the authorizer (401 without it), a header (400 without it).
+func TestKeyHelpers(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "192.0.2.7:5555"
+	r.Header.Set("X-Forwarded-For", "203.0.113.9")
+	if k, err := httpapi.BySourceIP(r); k != "192.0.2.7" || err != nil {
+		t.Errorf("BySourceIP = %q, %v; want the TCP peer", k, err)
+	}
+	behind := r.WithContext(service.WithCaller(r.Context(), func(*http.Request) service.Caller {
+		return service.Caller{SourceIP: "198.51.100.1", Claims: map[string]string{"sub": "user-1"}}
+	}))
+	if k, _ := httpapi.BySourceIP(behind); k != "198.51.100.1" {
+		t.Errorf("BySourceIP behind API Gateway = %q, want the address it saw", k)
+	}
+	if k, err := httpapi.ByClaim("sub")(behind); k != "user-1" || err != nil {
+		t.Errorf("ByClaim(sub) = %q, %v", k, err)
+	}
+	var p *httpapi.Problem
+	if _, err := httpapi.ByClaim("sub")(r); !errors.As(err, &p) || p.Status != 401 {
+		t.Errorf("ByClaim without an authorizer: %v, want a 401 problem", err)
+	}
+	if _, err := httpapi.ByHeader("X-API-Key")(r); !errors.As(err, &p) || p.Status != 400 {
+		t.Errorf("ByHeader without the header: %v, want a 400 problem", err)
+	}
+}
