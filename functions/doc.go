@@ -1,7 +1,7 @@
 // Package functions holds the Lambda functions, one main package per
-// subdirectory (ping, status, prune), each a thin main that reads its
-// configuration, opens the store and hands the handler from limiter/ to
-// Lambda.
+// subdirectory (ping, status, admin, prune), each one line naming its
+// routes or its job: the start-up they share (the configuration, the store
+// opened and checked, the handler handed to Lambda) is internal/start.
 //
 // The package itself has no code: its tests build each function as Lambda
 // gets it (a static linux bootstrap) and run it under the AWS Lambda Runtime

@@ -4,7 +4,7 @@ import (
 	"context"
 )
 
-// fitting refuses, with ErrInvalidCost, an attempt that could never
+// withinCapacity refuses, with ErrInvalidCost, an attempt that could never
 // pass: one whose cost under an enforced policy is more than the policy's
 // Capacity, its limit (a GCRA policy's burst). Counting it would charge
 // the other policies for nothing, and its Retry-After would send the
@@ -12,12 +12,12 @@ import (
 // its burst for the same reason. Shadow policies never deny, and bound
 // nothing. A key's override may raise the capacity: the key's overrides
 // are read, from s, only for a cost beyond a policy's own. It also counts
-// the checks whose cost fits their policy's capacity, shadows included.
+// the charges whose cost fits their policy's capacity, shadows included.
 // (The stores apply the same rule in the decision's transaction, with the
 // overrides they read there.)
-func fitting(ctx context.Context, s Store, checks []Check) (int, error) {
+func withinCapacity(ctx context.Context, s Store, charges []Charge) (int, error) {
 	fits := 0
-	for _, c := range checks {
+	for _, c := range charges {
 		if c.Cost < 0 || c.Cost > MaxLimit {
 			return 0, refuse(ErrInvalidCost, "%d is not from 1 to %d", c.Cost, int64(MaxLimit))
 		}
@@ -36,7 +36,7 @@ func fitting(ctx context.Context, s Store, checks []Check) (int, error) {
 
 // capacityFor is c's policy's capacity for c's key: the policy's own, or,
 // when c's cost is beyond it, the key's override's, if it has one.
-func capacityFor(ctx context.Context, s Store, c Check) (int64, error) {
+func capacityFor(ctx context.Context, s Store, c Charge) (int64, error) {
 	most := c.Policy.Capacity()
 	if c.units() <= most || s == nil {
 		return most, nil

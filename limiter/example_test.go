@@ -14,7 +14,7 @@ import (
 // A Go backend asks whether its client may proceed, as other services ask
 // POST /check: here a batch of 30 items under 100 a minute and 1,000 a day.
 // A denial is an outcome, not an error.
-func ExampleLimiter_Check() {
+func ExampleLimiter_Allow() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(dir, "ratelimit.db")})
@@ -30,7 +30,7 @@ func ExampleLimiter_Check() {
 	// Now defaults to time.Now; one instant here keeps the output the same.
 	lim.Now = func() time.Time { return time.Date(2026, 12, 1, 9, 0, 30, 0, time.UTC) }
 	for range 4 {
-		o, err := lim.Check(context.Background(), limiter.Request{Key: "user-42", Cost: 30})
+		o, err := lim.Allow(context.Background(), limiter.Request{Key: "user-42", Cost: 30})
 		if err != nil {
 			panic(err) // the store failed: answer with your fail mode
 		}

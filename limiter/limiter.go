@@ -46,7 +46,7 @@ type Request struct {
 	Route, RequestID string
 }
 
-// Check counts r's cost under each policy it names (every policy when it
+// Allow counts r's cost under each policy it names (every policy when it
 // names none) for its key, in one store transaction, and decides: the
 // attempt passes when every enforced policy allows it. Costs are counted
 // whether it passes or not, as every attempt counts in the windows.
@@ -55,7 +55,7 @@ type Request struct {
 // ErrInvalidPolicies, ErrInvalidKey, ErrUnknownPolicy, ErrPolicyTwice or
 // ErrInvalidCost, wrapped with what is wrong; a store that fails, with its
 // error (ErrUnavailable for one that may clear by itself).
-func (l *Limiter) Check(ctx context.Context, r Request) (Outcome, error) {
+func (l *Limiter) Allow(ctx context.Context, r Request) (Outcome, error) {
 	if r.Route == "" {
 		r.Route = "check"
 	}
@@ -106,13 +106,13 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 	if r.Cost < 0 {
 		return Attempt{}, refuse(ErrInvalidCost, "%d is below 1", r.Cost)
 	}
-	a := Attempt{Checks: make([]Check, len(policies)), Now: r.At, Route: r.Route, RequestID: r.RequestID}
+	a := Attempt{Charges: make([]Charge, len(policies)), Now: r.At, Route: r.Route, RequestID: r.RequestID}
 	for i, p := range policies {
-		a.Checks[i] = Check{Policy: p, Key: r.Key, Cost: r.Cost}
+		a.Charges[i] = Charge{Policy: p, Key: r.Key, Cost: r.Cost}
 	}
 	// The check contract's bound, the largest limit checked, matters
-	// with shadows only: an enforced policy's is tighter (fitting).
-	switch fits, err := fitting(ctx, l.Store, a.Checks); {
+	// with shadows only: an enforced policy's is tighter (withinCapacity).
+	switch fits, err := withinCapacity(ctx, l.Store, a.Charges); {
 	case err != nil:
 		return Attempt{}, err
 	case fits == 0:

@@ -52,12 +52,12 @@ func TestPoliciesThatWouldShareCountersAreRefused(t *testing.T) {
 	if err := limiter.ValidatePolicies([]limiter.Policy{a, withNS(b, "b")}); err != nil {
 		t.Errorf("one policy without a namespace beside a namespaced one: %v", err)
 	}
-	if _, err := (&limiter.Limiter{Policies: []limiter.Policy{withNS(a, "a")}}).Check(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), "no store") {
+	if _, err := (&limiter.Limiter{Policies: []limiter.Policy{withNS(a, "a")}}).Allow(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), "no store") {
 		t.Errorf("a Limiter without a store: %v, want ErrInvalidPolicies saying so (it used to panic)", err)
 	}
 	l := &limiter.Limiter{Store: sqlitetest.Open(t, sqlite.Config{}), Policies: []limiter.Policy{a, b}}
 	for range 2 {
-		if _, err := l.Check(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) {
+		if _, err := l.Allow(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) {
 			t.Fatalf("a Limiter whose policies share counters: %v, want ErrInvalidPolicies", err)
 		}
 	}
@@ -94,30 +94,30 @@ func TestCostsThatCouldNeverPassAreRefused(t *testing.T) {
 		{4, []string{"tokens"}, `4 is more than policy "tokens" can ever let through at once, 3`},
 		{1001, []string{"daily"}, `1001 is more than policy "daily"`},
 	} {
-		if _, err := l.Check(ctx, limiter.Request{Key: "k", Cost: tc.cost, Policies: tc.policies}); !errors.Is(err, limiter.ErrInvalidCost) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := l.Allow(ctx, limiter.Request{Key: "k", Cost: tc.cost, Policies: tc.policies}); !errors.Is(err, limiter.ErrInvalidCost) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("cost %d under %v: %v, want ErrInvalidCost saying %q", tc.cost, tc.policies, err, tc.want)
 		}
 	}
 	if n := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, store.Path()), `SELECT count(*) FROM rate_limit_windows`); n != 0 {
 		t.Errorf("%d counters written by refused checks", n)
 	}
-	if o, err := l.Check(ctx, limiter.Request{Key: "k", Cost: 100, Policies: []string{"api", "daily"}}); err != nil || !o.Allowed {
+	if o, err := l.Allow(ctx, limiter.Request{Key: "k", Cost: 100, Policies: []string{"api", "daily"}}); err != nil || !o.Allowed {
 		t.Errorf("cost 100, api's whole limit: %+v, %v; want allowed", o, err)
 	}
 	if _, err := store.SetOverride(ctx, api, "big", limiter.Override{Limit: 500}); err != nil {
 		t.Fatal(err)
 	}
-	if o, err := l.Check(ctx, limiter.Request{Key: "big", Cost: 400, Policies: []string{"api", "daily"}}); err != nil || !o.Allowed {
+	if o, err := l.Allow(ctx, limiter.Request{Key: "big", Cost: 400, Policies: []string{"api", "daily"}}); err != nil || !o.Allowed {
 		t.Errorf("cost 400 for a key whose override gives it 500: %+v, %v; want allowed", o, err)
 	}
 	shadow := api
 	shadow.Shadow = true
 	s := &limiter.Limiter{Store: store, Policies: []limiter.Policy{shadow, daily}}
-	if o, err := s.Check(ctx, limiter.Request{Key: "s", Cost: 101}); err != nil || !o.Allowed || o.Decisions[0].Allowed {
+	if o, err := s.Allow(ctx, limiter.Request{Key: "s", Cost: 101}); err != nil || !o.Allowed || o.Decisions[0].Allowed {
 		t.Errorf("cost 101 under a shadow of 100 and daily: %+v, %v; want allowed, the shadow would deny", o, err)
 	}
 	only := &limiter.Limiter{Store: store, Policies: []limiter.Policy{shadow}}
-	if _, err := only.Check(ctx, limiter.Request{Key: "s", Cost: 101}); !errors.Is(err, limiter.ErrInvalidCost) {
+	if _, err := only.Allow(ctx, limiter.Request{Key: "s", Cost: 101}); !errors.Is(err, limiter.ErrInvalidCost) {
 		t.Errorf("cost 101 under a shadow of 100 alone: %v, want ErrInvalidCost: more than the largest limit checked", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 // simultaneous use by multiple goroutines, and several processes may share
 // one store: every decision is atomic in the store itself.
 type Store interface {
-	// Allow counts one attempt under each of its checks and decides it, in
+	// Allow counts one attempt under each of its charges and decides it, in
 	// one write transaction: the increments, and the audit record when the
 	// attempt is allowed, commit together or not at all.
 	Allow(ctx context.Context, a Attempt) (Outcome, error)
@@ -46,9 +46,9 @@ type Store interface {
 	Close() error
 }
 
-// Check is one policy an attempt must pass, with the key it counts under
+// A Charge is one policy an attempt must pass, with the key it counts under
 // and what it costs.
-type Check struct {
+type Charge struct {
 	Policy Policy
 	Key    string
 	// Cost is how many requests the attempt counts as under the policy;
@@ -57,13 +57,13 @@ type Check struct {
 }
 
 // units is c's cost: Cost, or 1 when it is not set.
-func (c Check) units() int64 { return max(c.Cost, 1) }
+func (c Charge) units() int64 { return max(c.Cost, 1) }
 
 // Attempt is one request to be counted.
 type Attempt struct {
-	// Checks are the policies that apply, at least one. The first one's key
+	// Charges are the policies that apply, at least one. The first one's key
 	// and window go into the audit record.
-	Checks []Check
+	Charges []Charge
 	// Now is the instant of the request, read once by the caller.
 	Now time.Time
 	// Route and RequestID go into the audit record of an allowed attempt.
@@ -71,12 +71,12 @@ type Attempt struct {
 	RequestID string
 }
 
-// Validate reports what is wrong with a's checks, or nil.
+// Validate reports what is wrong with a's charges, or nil.
 func (a Attempt) Validate() error {
-	if len(a.Checks) == 0 {
-		return errors.New("an attempt has no checks")
+	if len(a.Charges) == 0 {
+		return errors.New("an attempt has no charges")
 	}
-	for _, c := range a.Checks {
+	for _, c := range a.Charges {
 		if err := c.Policy.Validate(); err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ func TestGCRAAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k", Cost: tt.cost}}, Now: now}
+			a := limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: "k", Cost: tt.cost}}, Now: now}
 			d := decide.Decide(a, []decide.State{{TAT: tt.tat}}).Decisions[0]
 			if d.Allowed != tt.allowed || d.Remaining != tt.remaining || d.ResetAfter != tt.resetAfter {
 				t.Errorf("allowed %v, remaining %d, reset after %v; want %v, %d, %v", d.Allowed, d.Remaining, d.ResetAfter, tt.allowed, tt.remaining, tt.resetAfter)
@@ -79,7 +79,7 @@ func TestAChangedRateRescalesTheBucket(t *testing.T) {
 	slow := limiter.Policy{Name: "tokens", Limit: 10, Window: time.Minute, Algorithm: limiter.GCRA}
 	fast := slow.With(&limiter.Override{Limit: 1000})
 	full := decide.State{TAT: now.Add(time.Minute), Emission: decide.Emission(slow)}
-	d := decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}, []decide.State{full}).Decisions[0]
+	d := decide.Decide(limiter.Attempt{Charges: []limiter.Charge{{Policy: fast, Key: "k"}}, Now: now}, []decide.State{full}).Decisions[0]
 	if !d.Allowed || d.Remaining != 989 || !d.TAT.Equal(now.Add(11*decide.Emission(fast))) {
 		t.Errorf("raised to 1000/min: allowed %v, remaining %d, TAT %v; want allowed, 989 left, TAT 11 emissions ahead", d.Allowed, d.Remaining, d.TAT.Sub(now))
 	}
@@ -88,14 +88,14 @@ func TestAChangedRateRescalesTheBucket(t *testing.T) {
 		t.Errorf("/status after the raise: %d remaining, want 990", u.Remaining)
 	}
 	drained := decide.State{TAT: now.Add(time.Minute), Emission: decide.Emission(fast)} // 1000 emissions of 60 ms
-	d = decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: slow, Key: "k"}}, Now: now}, []decide.State{drained}).Decisions[0]
+	d = decide.Decide(limiter.Attempt{Charges: []limiter.Charge{{Policy: slow, Key: "k"}}, Now: now}, []decide.State{drained}).Decisions[0]
 	if d.Allowed || d.ResetAfter != decide.Emission(slow) {
 		t.Errorf("lowered to 10/min: allowed %v, reset after %v; want denied for one emission, %v", d.Allowed, d.ResetAfter, decide.Emission(slow))
 	}
 	// A TAT written with the policy's own rate, or by a store that keeps
 	// no rate, is read as it is.
 	for _, st := range []decide.State{{TAT: now.Add(time.Minute), Emission: decide.Emission(fast)}, {TAT: now.Add(time.Minute)}} {
-		if d := decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: fast, Key: "k"}}, Now: now}, []decide.State{st}).Decisions[0]; d.Allowed {
+		if d := decide.Decide(limiter.Attempt{Charges: []limiter.Charge{{Policy: fast, Key: "k"}}, Now: now}, []decide.State{st}).Decisions[0]; d.Allowed {
 			t.Errorf("a full bucket at the policy's own rate (%v): allowed", st.Emission)
 		}
 	}
@@ -132,7 +132,7 @@ func TestAnAttemptAStoreAllowedMovesItsBucket(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	window := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
 	bucket := limiter.Policy{Name: "tokens", Limit: 6, Window: time.Minute, Algorithm: limiter.GCRA, Burst: 3, Namespace: "tokens"}
-	a := limiter.Attempt{Checks: []limiter.Check{{Policy: window, Key: "k"}, {Policy: bucket, Key: "k"}}, Now: now}
+	a := limiter.Attempt{Charges: []limiter.Charge{{Policy: window, Key: "k"}, {Policy: bucket, Key: "k"}}, Now: now}
 	o := decide.Decided(a, []decide.State{{Cur: 2}, {}}, true)
 	if !o.Allowed || !o.Decisions[0].Allowed {
 		t.Fatalf("outcome %+v, want allowed, as the store decided", o)

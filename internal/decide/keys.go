@@ -61,4 +61,4 @@ func AuditBefore(now time.Time, retention time.Duration) time.Time {
 }
 
 // Units is c's cost: Cost, or 1 when it is not set.
-func Units(c limiter.Check) int64 { return max(c.Cost, 1) }
+func Units(c limiter.Charge) int64 { return max(c.Cost, 1) }

@@ -82,7 +82,7 @@ func Decide(a limiter.Attempt, states []State) Outcome {
 func Decided(a limiter.Attempt, states []State, allowed bool) Outcome {
 	o := decisions(a, states)
 	o.Allowed = allowed
-	for i, c := range a.Checks {
+	for i, c := range a.Charges {
 		if allowed && !c.Policy.Shadow {
 			o.Decisions[i].Allowed = true
 		}
@@ -94,8 +94,8 @@ func Decided(a limiter.Attempt, states []State, allowed bool) Outcome {
 // decisions decides each check from its state, and the attempt as every
 // enforced policy's decision has it, before settle.
 func decisions(a limiter.Attempt, states []State) Outcome {
-	o := Outcome{Decisions: make([]Decision, len(a.Checks)), Allowed: true}
-	for i, c := range a.Checks {
+	o := Outcome{Decisions: make([]Decision, len(a.Charges)), Allowed: true}
+	for i, c := range a.Charges {
 		o.Decisions[i] = decideCheck(c, a.Now, states[i])
 		if !o.Decisions[i].Allowed && !c.Policy.Shadow {
 			o.Allowed = false
@@ -105,7 +105,7 @@ func decisions(a limiter.Attempt, states []State) Outcome {
 }
 
 // decideCheck decides one check from its state, as if it alone applied.
-func decideCheck(c limiter.Check, now time.Time, st State) Decision {
+func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
 	p, cost := c.Policy, Units(c)
 	d := Decision{Decision: limiter.Decision{Cost: cost}, state: st}
 	switch p.Algorithm {
@@ -153,7 +153,7 @@ func (o *Outcome) settle(now time.Time) {
 // Limiter's check before the store, reading overrides only for costs
 // beyond a policy's own capacity, lets it by.
 func Impossible(a limiter.Attempt) error {
-	for _, c := range a.Checks {
+	for _, c := range a.Charges {
 		if most := c.Policy.Capacity(); Units(c) > most && !c.Policy.Shadow {
 			return &limiter.RequestError{Kind: limiter.ErrInvalidCost, Reason: fmt.Sprintf("%d is more than policy %q can ever let through at once, %d", Units(c), c.Policy.Name, most)}
 		}

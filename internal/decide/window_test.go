@@ -99,7 +99,7 @@ func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
 	minute := limiter.Policy{Name: "minute", Limit: 3, Window: time.Minute}
 	burst := limiter.Policy{Name: "burst", Limit: 2, Window: 10 * time.Second, Namespace: "burst"}
 	shadow := limiter.Policy{Name: "hour", Limit: 1, Window: time.Hour, Namespace: "hour", Shadow: true}
-	a := limiter.Attempt{Checks: []limiter.Check{{Policy: minute, Key: "k"}, {Policy: burst, Key: "k"}, {Policy: shadow, Key: "k"}}, Now: now}
+	a := limiter.Attempt{Charges: []limiter.Charge{{Policy: minute, Key: "k"}, {Policy: burst, Key: "k"}, {Policy: shadow, Key: "k"}}, Now: now}
 	tests := []struct {
 		name   string
 		cur    []int64
@@ -125,7 +125,7 @@ func TestOutcomeRetryAfterWaitsForEveryPolicy(t *testing.T) {
 
 // decide is the decision of one attempt at now under p alone, from st.
 func decideOne(p limiter.Policy, now time.Time, st decide.State) decide.Decision {
-	return decide.Decide(limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k"}}, Now: now}, []decide.State{st}).Decisions[0]
+	return decide.Decide(limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: "k"}}, Now: now}, []decide.State{st}).Decisions[0]
 }
 
 // counts are states holding the current windows' counts cur.

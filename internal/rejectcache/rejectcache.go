@@ -73,12 +73,12 @@ func New(s limiter.Store, size int) *Cache {
 	return &Cache{Store: s, size: size, denied: map[string]denial{}}
 }
 
-// signature names an attempt's checks: each policy's store key and window
+// signature names an attempt's charges: each policy's store key and window
 // length. It leaves the windows out, so that a denial by a long policy is
 // remembered while a short policy beside it moves on to new windows.
 func signature(a limiter.Attempt) string {
 	var b strings.Builder
-	for _, c := range a.Checks {
+	for _, c := range a.Charges {
 		b.WriteString(decide.StoreKey(c.Policy, c.Key))
 		b.WriteByte(0)
 		b.WriteString(strconv.FormatInt(decide.WindowSeconds(c.Policy), 10))
@@ -143,10 +143,10 @@ func (m denial) recall(a limiter.Attempt) (decide.Outcome, bool) {
 	}
 	states := make([]decide.State, len(m.o.Decisions))
 	for i, d := range m.o.Decisions {
-		if decide.Units(a.Checks[i]) < d.Cost {
+		if decide.Units(a.Charges[i]) < d.Cost {
 			return decide.Outcome{}, false
 		}
-		switch st, start := d.State(), decide.WindowStart(a.Now, a.Checks[i].Policy.Window); {
+		switch st, start := d.State(), decide.WindowStart(a.Now, a.Charges[i].Policy.Window); {
 		case d.Policy.Algorithm == limiter.GCRA:
 			states[i].TAT, states[i].Emission = st.TAT, st.Emission
 		case start.Equal(d.WindowStart):
@@ -158,9 +158,9 @@ func (m denial) recall(a limiter.Attempt) (decide.Outcome, bool) {
 	// Decide with the policies as the store applied them (overrides
 	// included), at the new attempt's cost.
 	b := a
-	b.Checks = make([]limiter.Check, len(a.Checks))
-	for i, ch := range a.Checks {
-		b.Checks[i] = limiter.Check{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost}
+	b.Charges = make([]limiter.Charge, len(a.Charges))
+	for i, ch := range a.Charges {
+		b.Charges[i] = limiter.Charge{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost}
 	}
 	o := decide.Decide(b, states)
 	if o.Allowed {

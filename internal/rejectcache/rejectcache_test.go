@@ -106,7 +106,7 @@ func TestRejectCacheRemembersALongDenialBesideAShortPolicy(t *testing.T) {
 	ctx := context.Background()
 	try := func(at time.Duration) decide.Outcome {
 		t.Helper()
-		a := limiter.Attempt{Checks: []limiter.Check{{Policy: minute, Key: "k"}, {Policy: second, Key: "k"}}, Now: t0.Add(at)}
+		a := limiter.Attempt{Charges: []limiter.Charge{{Policy: minute, Key: "k"}, {Policy: second, Key: "k"}}, Now: t0.Add(at)}
 		o, err := allow(ctx, c, a)
 		if err != nil {
 			t.Fatal(err)

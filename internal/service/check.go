@@ -63,7 +63,7 @@ func (a *API) check(req *request) error {
 		return err
 	}
 	o, err := a.decide(req, checkRoute, r.Key, func(ctx context.Context) (limiter.Outcome, error) {
-		return a.limiter.Check(ctx, r)
+		return a.limiter.Allow(ctx, r)
 	})
 	if err != nil {
 		if err := a.undecided(req, err, a.shortestWindow(r.Policies)); err != nil {

@@ -100,7 +100,7 @@ func CheckRoutes(rules []limiter.Rule) []error {
 	return errs
 }
 
-// newEngine checks opts and fills in their defaults.
+// newEngine charges opts and fills in their defaults.
 func newEngine(opts Options) (*engine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -202,12 +202,12 @@ func canonicalHost(host string) string {
 	return name
 }
 
-// checks are what req is counted under, by rules: each rule's key and
+// chargesOf are what req is counted under, by rules: each rule's key and
 // cost. A shadow rule that cannot find its key (a claim it lacks, a key
 // that is not valid) is left out and named in the log line, where an
 // enforced one answers 400 or 401: a shadow must not change the answer.
-func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
-	checks := make([]limiter.Check, 0, len(rules))
+func (e *engine) chargesOf(req *request, rules []*rule) ([]limiter.Charge, error) {
+	charges := make([]limiter.Charge, 0, len(rules))
 	for _, rl := range rules {
 		key, err := rl.keyOf(req)
 		var cost int64
@@ -221,12 +221,12 @@ func (e *engine) checks(req *request, rules []*rule) ([]limiter.Check, error) {
 		if err != nil {
 			return nil, err
 		}
-		checks = append(checks, limiter.Check{Policy: rl.Policy, Key: key, Cost: cost})
+		charges = append(charges, limiter.Charge{Policy: rl.Policy, Key: key, Cost: cost})
 	}
 	// A cost no policy could ever let through is refused by the store,
 	// which reads the key's overrides in the decision's transaction and
 	// counts nothing (decide's ErrInvalidCost).
-	return checks, nil
+	return charges, nil
 }
 
 // keyOf finds the rule's key in req: by its KeyFunc, or its KeySource.
@@ -270,11 +270,11 @@ func (rl *rule) costOf(req *request) (int64, error) {
 	return cost, nil
 }
 
-// allow counts req's attempt under checks at route, and decides it (see
+// allow counts req's attempt under charges at route, and decides it (see
 // decide).
-func (e *engine) allow(req *request, route string, checks []limiter.Check) (limiter.Outcome, error) {
-	return e.decide(req, route, checks[0].Key, func(ctx context.Context) (limiter.Outcome, error) {
-		return e.opts.Store.Allow(ctx, limiter.Attempt{Checks: checks, Now: req.now, Route: route, RequestID: req.caller.RequestID})
+func (e *engine) allow(req *request, route string, charges []limiter.Charge) (limiter.Outcome, error) {
+	return e.decide(req, route, charges[0].Key, func(ctx context.Context) (limiter.Outcome, error) {
+		return e.opts.Store.Allow(ctx, limiter.Attempt{Charges: charges, Now: req.now, Route: route, RequestID: req.caller.RequestID})
 	})
 }
 
@@ -319,7 +319,7 @@ func (e *engine) decide(req *request, route, key string, ask func(context.Contex
 	return o, nil
 }
 
-// undecided is the answer to a request whose checks the store did not
+// undecided is the answer to a request whose charges the store did not
 // decide, err being decide's error: its problem, for a cost refused; nil
 // when the fail mode lets the request through, degraded (never a client
 // that has gone: nothing would reach it, and a handler behind the

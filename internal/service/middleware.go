@@ -59,19 +59,19 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := g.begin(w, r)
 	defer g.finish(req)
-	checks, err := g.checks(req, rules)
+	charges, err := g.chargesOf(req, rules)
 	if err != nil {
 		req.fail(err)
 		return
 	}
-	if len(checks) == 0 {
+	if len(charges) == 0 {
 		req.decision = "uncounted"
 		req.pass(g.next, r)
 		return
 	}
-	o, err := g.allow(req, route, checks)
+	o, err := g.allow(req, route, charges)
 	if err != nil {
-		if err := g.undecided(req, err, checks[0].Policy.Window); err != nil {
+		if err := g.undecided(req, err, charges[0].Policy.Window); err != nil {
 			req.fail(err)
 		} else {
 			req.pass(g.next, r)

@@ -85,20 +85,20 @@ const pingRoute = http.MethodGet + " " + RoutePing
 // passes: 200 with "counted": false.
 func (a *API) ping(req *request) error {
 	rules, _ := a.matching(req.r)
-	checks, err := a.checks(req, rules)
+	charges, err := a.chargesOf(req, rules)
 	if err != nil {
 		return err
 	}
-	if len(checks) == 0 {
+	if len(charges) == 0 {
 		req.decision = "uncounted"
 		return req.ok(uncountedBody{})
 	}
-	o, err := a.allow(req, pingRoute, checks)
+	o, err := a.allow(req, pingRoute, charges)
 	if err != nil {
-		if err := a.undecided(req, err, checks[0].Policy.Window); err != nil {
+		if err := a.undecided(req, err, charges[0].Policy.Window); err != nil {
 			return err
 		}
-		return req.ok(degradedBody{Key: req.key, Limit: checks[0].Policy.Limit, Degraded: true})
+		return req.ok(degradedBody{Key: req.key, Limit: charges[0].Policy.Limit, Degraded: true})
 	}
 	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
 	if !o.Allowed {

@@ -12,7 +12,7 @@ import (
 
 // weighed is an attempt of cost under p alone.
 func weighed(p limiter.Policy, key string, cost int64, now time.Time, rid string) limiter.Attempt {
-	return limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: key, Cost: cost}}, Now: now, Route: "POST /check", RequestID: rid}
+	return limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: key, Cost: cost}}, Now: now, Route: "POST /check", RequestID: rid}
 }
 
 // costs: a cost that exactly fills the limit is allowed, one unit more is

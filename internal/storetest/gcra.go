@@ -96,7 +96,7 @@ func gcraDenied(t *testing.T, h Harness) {
 	// Denied by a window beside it: the bucket stays where it was.
 	tight := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
 	both := func(at time.Time, rid string) decide.Outcome {
-		return attemptWhole(t, in.Store, limiter.Attempt{Checks: []limiter.Check{{Policy: tight, Key: "j"}, {Policy: p, Key: "j"}}, Now: at, RequestID: rid})
+		return attemptWhole(t, in.Store, limiter.Attempt{Charges: []limiter.Charge{{Policy: tight, Key: "j"}, {Policy: p, Key: "j"}}, Now: at, RequestID: rid})
 	}
 	if o := both(t0, "first"); !o.Allowed {
 		t.Fatalf("first: %+v", o)

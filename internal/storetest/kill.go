@@ -50,7 +50,7 @@ func WorkConcurrently(s limiter.Store, policies []limiter.Policy, keys, goroutin
 					if i > 0 {
 						k += "/" + p.Name
 					}
-					a.Checks = append(a.Checks, limiter.Check{Policy: p, Key: k})
+					a.Charges = append(a.Charges, limiter.Charge{Policy: p, Key: k})
 				}
 				// The request id is unique across workers, as API Gateway's is.
 				if _, err := s.Allow(context.Background(), a); err != nil {
@@ -186,7 +186,7 @@ type Window struct {
 	Audit int64 // audit records
 }
 
-// Check checks the store's windows, by key, against what the workers
+// Check charges the store's windows, by key, against what the workers
 // reported, which all decided under one policy of the given limit: every
 // window has exactly min(count, limit) audit records (a decision commits
 // its increment and its audit record together, or neither); no decision a

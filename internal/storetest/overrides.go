@@ -193,7 +193,7 @@ func loweredOverride(t *testing.T, h Harness) {
 	}
 	for i, a := range []limiter.Attempt{
 		weighed(tokens, "abuser", 3559, t0, "g"),
-		{Checks: []limiter.Check{{Policy: api, Key: "abuser", Cost: 5}, {Policy: daily, Key: "abuser", Cost: 5}}, Now: t0, Route: "POST /check", RequestID: "w"},
+		{Charges: []limiter.Charge{{Policy: api, Key: "abuser", Cost: 5}, {Policy: daily, Key: "abuser", Cost: 5}}, Now: t0, Route: "POST /check", RequestID: "w"},
 	} {
 		for range 3 {
 			o, err := in.Store.Allow(ctx, a)

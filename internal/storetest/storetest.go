@@ -45,7 +45,7 @@ type Instance struct {
 	Expire func(t *testing.T, now, auditBefore time.Time)
 }
 
-// Audit is an audit record as the suite checks it.
+// Audit is an audit record as the suite charges it.
 type Audit struct {
 	CalledAt  string // YYYY-MM-DDTHH:MM:SS.sssZ
 	Route     string
@@ -89,7 +89,7 @@ func Run(t *testing.T, h Harness) {
 
 // One is an attempt under a single policy, at now.
 func One(p limiter.Policy, key string, now time.Time, route, requestID string) limiter.Attempt {
-	return limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: key}}, Now: now, Route: route, RequestID: requestID}
+	return limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: key}}, Now: now, Route: route, RequestID: requestID}
 }
 
 func attempt(t *testing.T, s limiter.Store, a limiter.Attempt) limiter.Outcome {
@@ -105,10 +105,10 @@ func attemptWhole(t *testing.T, s limiter.Store, a limiter.Attempt) decide.Outco
 	ctx, whole := decide.Capture(context.Background())
 	o, err := s.Allow(ctx, a)
 	if err != nil {
-		t.Fatalf("allow %+v: %v", a.Checks, err)
+		t.Fatalf("allow %+v: %v", a.Charges, err)
 	}
-	if len(o.Decisions) != len(a.Checks) {
-		t.Fatalf("%d decisions for %d checks", len(o.Decisions), len(a.Checks))
+	if len(o.Decisions) != len(a.Charges) {
+		t.Fatalf("%d decisions for %d charges", len(o.Decisions), len(a.Charges))
 	}
 	if !reflect.DeepEqual(whole.Public(), o) {
 		t.Fatalf("the store reported %+v, and returned %+v", whole.Public(), o)
@@ -128,7 +128,7 @@ func everyPolicyCounts(t *testing.T, h Harness) {
 	for i, at := range []time.Duration{0, 1, 2, 3, 61, 62} {
 		now := t0.Add(at * time.Second)
 		o := attempt(t, in.Store, limiter.Attempt{
-			Checks: []limiter.Check{{Policy: perMinute, Key: "alice"}, {Policy: perHour, Key: "alice"}, {Policy: byIP, Key: "203.0.113.7"}},
+			Charges: []limiter.Charge{{Policy: perMinute, Key: "alice"}, {Policy: perHour, Key: "alice"}, {Policy: byIP, Key: "203.0.113.7"}},
 			Now:    now, Route: "GET /ping", RequestID: fmt.Sprint("r", i),
 		})
 		var denied []string
@@ -190,7 +190,7 @@ func slidingEdge(t *testing.T, h Harness) {
 	}
 }
 
-// slidingUsage checks the weighted count that /status reports, and the wait
+// slidingUsage charges the weighted count that /status reports, and the wait
 // a denied client is told.
 func slidingUsage(t *testing.T, h Harness) {
 	in := h.New(t)
@@ -231,7 +231,7 @@ func shadowNeverRejects(t *testing.T, h Harness) {
 	shadow := limiter.Policy{Name: "trial", Limit: 2, Window: time.Minute, Namespace: "trial", Shadow: true}
 	var wouldDeny int
 	for i := range 5 {
-		o := attempt(t, in.Store, limiter.Attempt{Checks: []limiter.Check{{Policy: enforced, Key: "k"}, {Policy: shadow, Key: "k"}}, Now: t0, RequestID: fmt.Sprint(i)})
+		o := attempt(t, in.Store, limiter.Attempt{Charges: []limiter.Charge{{Policy: enforced, Key: "k"}, {Policy: shadow, Key: "k"}}, Now: t0, RequestID: fmt.Sprint(i)})
 		if !o.Allowed || len(o.Denied()) != 0 {
 			t.Fatalf("attempt %d: %+v, want allowed: the shadow policy never rejects", i+1, o)
 		}

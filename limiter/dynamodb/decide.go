@@ -15,13 +15,13 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// decision is one attempt being decided: its checks with their overrides
+// decision is one attempt being decided: its charges with their overrides
 // applied, what was read of them first, and the counts read back.
 type decision struct {
 	a      limiter.Attempt // with the effective policies
 	states []decide.State
 	keys   []map[string]types.AttributeValue // each window check's counter; nil for GCRA
-	// denied marks the checks known to have denied the attempt: by what
+	// denied marks the charges known to have denied the attempt: by what
 	// was read, or by a failed condition. The others may have allowed it.
 	denied []bool
 }
@@ -90,7 +90,7 @@ var errBucketMoved = errors.New("a GCRA bucket moved")
 // bucket too full) writes nothing here.
 func (s *Store) tryAllow(ctx context.Context, d *decision) (bool, error) {
 	denied := false
-	for i, c := range d.a.Checks {
+	for i, c := range d.a.Charges {
 		if !c.Policy.Shadow && !d.fits(i) {
 			d.denied[i], denied = true, true
 		}
@@ -124,7 +124,7 @@ func (s *Store) tryAllow(ctx context.Context, d *decision) (bool, error) {
 }
 
 // windowCheck is the index of the check whose counter is the n'th of
-// counts' items: they follow the window checks in order.
+// counts' items: they follow the window charges in order.
 func (d *decision) windowCheck(n int) int {
 	for i, k := range d.keys {
 		if k == nil {
@@ -145,13 +145,13 @@ func (d *decision) windowCheck(n int) int {
 // allows. It never tells a client to wait for a policy that did not deny
 // it; it may tell one that more is left than is.
 func (d *decision) estimate(allowed bool) decide.Outcome {
-	for i, c := range d.a.Checks {
+	for i, c := range d.a.Charges {
 		if d.keys[i] == nil {
 			continue
 		}
 		d.states[i].Cur = decide.Units(c)
 		if d.denied[i] {
-			d.states[i].Cur = d.below(i) + decide.Units(c)
+			d.states[i].Cur = d.countBound(i) + decide.Units(c)
 		}
 	}
 	return decide.Decided(d.a, d.states, allowed)
@@ -161,35 +161,35 @@ func (d *decision) estimate(allowed bool) decide.Outcome {
 // window's counter below what it must be below, a GCRA bucket with room
 // for the cost.
 func (d *decision) fits(i int) bool {
-	if d.a.Checks[i].Policy.Algorithm == limiter.GCRA {
+	if d.a.Charges[i].Policy.Algorithm == limiter.GCRA {
 		return d.gcra(i).Allowed
 	}
-	return d.below(i) >= 1
+	return d.countBound(i) >= 1
 }
 
 // gcra is GCRA check i's decision alone, from the bucket as read: whether
 // it lets the attempt through, and where it moves the bucket if so.
 func (d *decision) gcra(i int) decide.Decision {
-	return decide.Decide(limiter.Attempt{Checks: d.a.Checks[i : i+1], Now: d.a.Now}, d.states[i:i+1]).Decisions[0]
+	return decide.Decide(limiter.Attempt{Charges: d.a.Charges[i : i+1], Now: d.a.Now}, d.states[i:i+1]).Decisions[0]
 }
 
-// prepare reads, in one round trip, what a's checks are decided from
+// prepare reads, in one round trip, what a's charges are decided from
 // before any write: every key's override, the previous windows of sliding
 // policies (they no longer change) and GCRA buckets.
 func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, error) {
 	r := newReads()
-	states := make([]func() (decide.State, error), len(a.Checks))
-	overrides := make([]func() map[string]types.AttributeValue, len(a.Checks))
-	for i, c := range a.Checks {
+	states := make([]func() (decide.State, error), len(a.Charges))
+	overrides := make([]func() map[string]types.AttributeValue, len(a.Charges))
+	for i, c := range a.Charges {
 		states[i] = r.state(c.Policy, c.Key, a.Now, false)
 		overrides[i] = r.add(OverrideKey(c.Policy, c.Key))
 	}
 	if err := s.read(ctx, r); err != nil {
 		return nil, err
 	}
-	d := &decision{a: a, states: make([]decide.State, len(a.Checks)), keys: make([]map[string]types.AttributeValue, len(a.Checks)), denied: make([]bool, len(a.Checks))}
-	d.a.Checks = make([]limiter.Check, len(a.Checks))
-	for i, c := range a.Checks {
+	d := &decision{a: a, states: make([]decide.State, len(a.Charges)), keys: make([]map[string]types.AttributeValue, len(a.Charges)), denied: make([]bool, len(a.Charges))}
+	d.a.Charges = make([]limiter.Charge, len(a.Charges))
+	for i, c := range a.Charges {
 		o, err := overrideOf(overrides[i]())
 		if err == nil {
 			d.states[i], err = states[i]()
@@ -197,7 +197,7 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 		if err != nil {
 			return nil, s.failed(fault.Corrupt, "read", 1, err)
 		}
-		d.a.Checks[i] = limiter.Check{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
+		d.a.Charges[i] = limiter.Charge{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
 		if c.Policy.Algorithm != limiter.GCRA {
 			d.keys[i] = CounterKey(c.Policy, c.Key, decide.WindowStart(a.Now, c.Policy.Window))
 		}
@@ -208,11 +208,11 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 	return d, nil
 }
 
-// below is the count check i's counter must be below for the attempt to
+// countBound is the count charge i's counter must be below for the attempt to
 // fit: the most it may hold with the attempt's cost added, less that cost,
-// plus one. For window checks only.
-func (d *decision) below(i int) int64 {
-	c := d.a.Checks[i]
+// plus one. For window charges only.
+func (d *decision) countBound(i int) int64 {
+	c := d.a.Charges[i]
 	return decide.MaxCount(c.Policy, d.a.Now, d.states[i].Prev) - decide.Units(c) + 1
 }
 
@@ -221,7 +221,7 @@ func (d *decision) below(i int) int64 {
 // counter has room for it.
 func (d *decision) counts(s *Store, conditional bool) []types.TransactWriteItem {
 	var items []types.TransactWriteItem
-	for i, c := range d.a.Checks {
+	for i, c := range d.a.Charges {
 		if d.keys[i] == nil {
 			continue
 		}
@@ -237,7 +237,7 @@ func (d *decision) counts(s *Store, conditional bool) []types.TransactWriteItem 
 		}
 		if conditional && !c.Policy.Shadow {
 			u.ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
-			u.ExpressionAttributeValues[":below"] = num(d.below(i))
+			u.ExpressionAttributeValues[":below"] = num(d.countBound(i))
 		}
 		items = append(items, types.TransactWriteItem{Update: u})
 	}
@@ -250,7 +250,7 @@ func (d *decision) counts(s *Store, conditional bool) []types.TransactWriteItem 
 // blind write).
 func (d *decision) buckets(s *Store) []types.TransactWriteItem {
 	var items []types.TransactWriteItem
-	for i, c := range d.a.Checks {
+	for i, c := range d.a.Charges {
 		if c.Policy.Algorithm != limiter.GCRA {
 			continue
 		}
@@ -316,7 +316,7 @@ func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (decide.
 // and request id apart; it is drawn once per decision, so a repeated call
 // sends the same record.
 func (s *Store) auditItem(a limiter.Attempt) map[string]types.AttributeValue {
-	first := a.Checks[0]
+	first := a.Charges[0]
 	start := decide.WindowStart(a.Now, first.Policy.Window)
 	nonce := make([]byte, 6)
 	crand.Read(nonce)

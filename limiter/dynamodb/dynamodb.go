@@ -141,7 +141,7 @@ func (c Config) Validate() error {
 
 var _ limiter.Store = (*Store)(nil)
 
-// Open returns a store on cfg.Table. It makes no request: Ready checks the
+// Open returns a store on cfg.Table. It makes no request: Ready charges the
 // table, and a missing table or an unreachable endpoint shows in every call
 // as limiter.ErrUnavailable. opts adjust the AWS SDK's configuration (tests
 // give static credentials).
@@ -172,7 +172,7 @@ func Open(ctx context.Context, cfg Config, opts ...func(*config.LoadOptions) err
 	return &Store{client: client, cfg: cfg}, nil
 }
 
-// Ready checks that the table exists and the credentials may reach it,
+// Ready charges that the table exists and the credentials may reach it,
 // with one DescribeTable. Any failure is transient: a table created later,
 // or credentials fixed later, let the store serve without a restart.
 func (s *Store) Ready(ctx context.Context) error {

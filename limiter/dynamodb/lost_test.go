@@ -204,7 +204,7 @@ func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
 	tight := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
 	loose := limiter.Policy{Name: "daily", Limit: 100, Window: 24 * time.Hour, Namespace: "daily"}
 	a := func(rid string) limiter.Attempt {
-		return limiter.Attempt{Checks: []limiter.Check{{Policy: tight, Key: "k"}, {Policy: loose, Key: "k"}}, Now: t0, Route: "GET /ping", RequestID: rid}
+		return limiter.Attempt{Charges: []limiter.Charge{{Policy: tight, Key: "k"}, {Policy: loose, Key: "k"}}, Now: t0, Route: "GET /ping", RequestID: rid}
 	}
 	if o, err := s.Allow(context.Background(), a("1")); err != nil || !o.Allowed {
 		t.Fatalf("first attempt: %+v, %v", o, err)

@@ -39,20 +39,20 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // allow is Allow's decision, on t.
 func (t *tables) allow(a limiter.Attempt) decide.Outcome {
 	// Read everything before counting anything, as the other stores do:
-	// two checks of one attempt on one counter see the same previous
+	// two charges of one attempt on one counter see the same previous
 	// window and bucket.
 	b := a
-	b.Checks = make([]limiter.Check, len(a.Checks))
-	states := make([]decide.State, len(a.Checks))
-	for i, c := range a.Checks {
+	b.Charges = make([]limiter.Charge, len(a.Charges))
+	states := make([]decide.State, len(a.Charges))
+	for i, c := range a.Charges {
 		var o *limiter.Override
 		states[i], o = t.state(c.Policy, c.Key, a.Now)
-		b.Checks[i] = limiter.Check{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
+		b.Charges[i] = limiter.Charge{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
 	}
 	if err := decide.Impossible(b); err != nil {
 		return decide.Outcome{Refused: err}
 	}
-	for i, c := range b.Checks {
+	for i, c := range b.Charges {
 		if c.Policy.Algorithm != limiter.GCRA {
 			states[i].Cur = t.count(c, a.Now)
 		}
@@ -60,11 +60,11 @@ func (t *tables) allow(a limiter.Attempt) decide.Outcome {
 	o := decide.Decide(b, states)
 	for i, d := range o.Decisions {
 		if d.Moved {
-			t.buckets[decide.StoreKey(b.Checks[i].Policy, d.Key)] = bucket{tat: d.TAT.UnixNano(), emission: int64(decide.Emission(d.Policy))}
+			t.buckets[decide.StoreKey(b.Charges[i].Policy, d.Key)] = bucket{tat: d.TAT.UnixNano(), emission: int64(decide.Emission(d.Policy))}
 		}
 	}
 	if o.Allowed {
-		first := a.Checks[0]
+		first := a.Charges[0]
 		t.audit = append(t.audit, record{
 			key:      first.Key,
 			window:   decide.FormatWindow(decide.WindowStart(a.Now, first.Policy.Window)),
@@ -77,7 +77,7 @@ func (t *tables) allow(a limiter.Attempt) decide.Outcome {
 
 // count adds c's cost to its counter of the window containing now, up to
 // decide.CountCap, and returns the count.
-func (t *tables) count(c limiter.Check, now time.Time) int64 {
+func (t *tables) count(c limiter.Charge, now time.Time) int64 {
 	w := window{decide.StoreKey(c.Policy, c.Key), decide.WindowStart(now, c.Policy.Window).Unix()}
 	n, ok := t.windows[w]
 	if !ok {

@@ -22,7 +22,7 @@ func ExampleNew() {
 	// Now defaults to time.Now; one instant here keeps the output the same.
 	lim.Now = func() time.Time { return time.Date(2026, 12, 1, 9, 0, 30, 0, time.UTC) }
 	for range 4 {
-		o, err := lim.Check(context.Background(), limiter.Request{Key: "user-42"})
+		o, err := lim.Allow(context.Background(), limiter.Request{Key: "user-42"})
 		if err != nil {
 			panic(err) // a request that cannot be made, or a closed store
 		}

@@ -118,7 +118,7 @@ func TestManyGoroutinesOnOneKeyCountExactly(t *testing.T) {
 func TestACountSaturates(t *testing.T) {
 	s := memory.New()
 	p := limiter.Policy{Name: "ping", Limit: limiter.MaxLimit, Window: time.Hour}
-	a := limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k", Cost: limiter.MaxLimit}}, Now: t0}
+	a := limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: "k", Cost: limiter.MaxLimit}}, Now: t0}
 	most := decide.CountCap/limiter.MaxLimit + 2 // attempts enough to pass the cap
 	for i := range most {
 		o, err := s.Allow(context.Background(), a)

@@ -242,7 +242,7 @@ func (b *batcher) handOffLocked() {
 	close(next.ready)
 }
 
-// allow decides a, whose checks all fall into sh, in sh's next
+// allow decides a, whose charges all fall into sh, in sh's next
 // transaction, with whatever else is waiting for it.
 func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, error) {
 	p := newPending(ctx, a, false)

@@ -36,7 +36,7 @@ func BenchmarkBatchOf16(b *testing.B) {
 				for j := range batch {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					cancels[j] = cancel
-					a := limiter.Attempt{Checks: []limiter.Check{{Policy: policy, Key: fmt.Sprintf("k%04d", (i+j)%1000)}}, Now: now, Route: "GET /ping", RequestID: "0123456789abcdef"}
+					a := limiter.Attempt{Charges: []limiter.Charge{{Policy: policy, Key: fmt.Sprintf("k%04d", (i+j)%1000)}}, Now: now, Route: "GET /ping", RequestID: "0123456789abcdef"}
 					batch[j] = newPending(ctx, a, false)
 				}
 				if _, err := sh.decideBatch(batch); err != nil {

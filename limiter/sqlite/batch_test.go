@@ -128,10 +128,10 @@ func TestABatchOverSeveralKeysDecidesEachAsIfAlone(t *testing.T) {
 	as := []limiter.Attempt{
 		storetest.One(ping, "a", t0, "", "1"),
 		storetest.One(gcra, "a", t0, "", "2"),
-		{Checks: []limiter.Check{{Policy: ping, Key: "b", Cost: 2}}, Now: t0, RequestID: "3"},
+		{Charges: []limiter.Charge{{Policy: ping, Key: "b", Cost: 2}}, Now: t0, RequestID: "3"},
 		storetest.One(gcra, "a", t0, "", "4"),
 		storetest.One(gcra, "a", t0, "", "5"),                                                 // the burst of 2 is spent
-		{Checks: []limiter.Check{{Policy: ping, Key: "b", Cost: 2}}, Now: t0, RequestID: "6"}, // 4 > 3
+		{Charges: []limiter.Charge{{Policy: ping, Key: "b", Cost: 2}}, Now: t0, RequestID: "6"}, // 4 > 3
 		storetest.One(ping, "a", t0, "", "7"),
 	}
 	want := []bool{true, true, true, true, false, false, true}

@@ -222,11 +222,11 @@ func BenchmarkDecisionPolicies(b *testing.B) {
 			now := t0.Add(30*time.Second + 500*time.Millisecond)
 			attempt := func(i int) limiter.Attempt {
 				key := fmt.Sprintf("client-%04d", i%1000)
-				checks := make([]limiter.Check, n)
+				checks := make([]limiter.Charge, n)
 				for j := range n {
-					checks[j] = limiter.Check{Policy: threePolicies[j], Key: key}
+					checks[j] = limiter.Charge{Policy: threePolicies[j], Key: key}
 				}
-				return limiter.Attempt{Checks: checks, Now: now, Route: "GET /ping", RequestID: "r"}
+				return limiter.Attempt{Charges: checks, Now: now, Route: "GET /ping", RequestID: "r"}
 			}
 			for i := range 1000 {
 				if _, err := s.Allow(ctx, attempt(i)); err != nil {

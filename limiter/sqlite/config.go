@@ -39,8 +39,8 @@ const (
 	DefaultJournalMode = "DELETE"
 	DefaultBusyTimeout = 3 * time.Second
 	// MaxShards bounds Shards: each shard is a file with its own lock,
-	// connection and prune pass, and a request's checks attach at most as
-	// many files as it has checks.
+	// connection and prune pass, and a request's charges attach at most as
+	// many files as it has charges.
 	MaxShards = 64
 )
 

@@ -28,7 +28,7 @@ func TestConformanceSharded(t *testing.T) {
 	// EveryPolicyCountsAndAllMustAllow count two client keys, which fall
 	// into two files.
 	in := h.New(t)
-	checks := []limiter.Check{{Policy: ping, Key: "alice"}, {Policy: limiter.Policy{Name: "hourly", Limit: 4, Window: time.Hour, Namespace: "hourly"}, Key: "alice"},
+	checks := []limiter.Charge{{Policy: ping, Key: "alice"}, {Policy: limiter.Policy{Name: "hourly", Limit: 4, Window: time.Hour, Namespace: "hourly"}, Key: "alice"},
 		{Policy: limiter.Policy{Name: "ip", Limit: 100, Window: time.Minute, Namespace: "ip"}, Key: "203.0.113.7"}}
 	shards := map[int]bool{}
 	for _, c := range checks {
@@ -37,7 +37,7 @@ func TestConformanceSharded(t *testing.T) {
 	if len(shards) < 2 {
 		t.Fatalf("the suite's multi-policy attempt falls into one shard (%v): it shows nothing across shards", shards)
 	}
-	if _, err := in.Store.Allow(context.Background(), limiter.Attempt{Checks: checks, Now: t0}); err != nil {
+	if _, err := in.Store.Allow(context.Background(), limiter.Attempt{Charges: checks, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if n := in.Store.(*sqlite.Store).Stats().CrossShard; n != 1 {

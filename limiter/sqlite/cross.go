@@ -16,7 +16,7 @@ import (
 
 // Decisions across shards.
 //
-// A request whose checks fall into several shards (several policies, or
+// A request whose charges fall into several shards (several policies, or
 // key sources, whose keys hash apart) is decided in one transaction over
 // all of them: on the connection of the lowest shard, the others are
 // ATTACHed in ascending order, BEGIN IMMEDIATE takes the write lock of
@@ -33,7 +33,7 @@ import (
 // for another's. A waiter watches the first file it finds locked, from
 // that file's waiting room.
 
-// allowAcross decides a, whose checks fall into the shards idx (ascending),
+// allowAcross decides a, whose charges fall into the shards idx (ascending),
 // in one transaction over them all.
 func (s *Store) allowAcross(ctx context.Context, idx []int, a limiter.Attempt) (decide.Outcome, error) {
 	shards := make([]*shard, 0, len(idx))

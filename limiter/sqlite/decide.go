@@ -16,7 +16,7 @@ import (
 
 // Allow counts the attempt under each check and decides it, in one
 // immediate transaction (see decideTx): the transaction of the one shard its
-// checks fall into, shared with the attempts that wait for it (batch.go),
+// charges fall into, shared with the attempts that wait for it (batch.go),
 // or one over every shard they fall into (cross.go). No count is read and
 // written back from Go, so concurrent processes cannot lose an increment,
 // and an audit record exists exactly when its increments committed as
@@ -33,7 +33,7 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	if idx := s.shardsOf(a); len(idx) > 1 {
 		o, err = s.allowAcross(ctx, idx, a)
 	} else {
-		o, err = s.shardOf(a.Checks[0].Key).allow(ctx, a)
+		o, err = s.shardOf(a.Charges[0].Key).allow(ctx, a)
 	}
 	switch {
 	case err != nil:
@@ -62,14 +62,14 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // when ctx ends.
 func decideTx(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (decide.Outcome, error) {
 	sctx := context.WithoutCancel(ctx)
-	b, states, err := readChecks(ctx, sctx, at, a)
+	b, states, err := readCharges(ctx, sctx, at, a)
 	if err != nil {
 		return decide.Outcome{}, err
 	}
 	if err := decide.Impossible(b); err != nil {
 		return decide.Outcome{Refused: err}, nil // nothing written: the batch goes on
 	}
-	for i, c := range b.Checks {
+	for i, c := range b.Charges {
 		if c.Policy.Algorithm == limiter.GCRA {
 			continue
 		}
@@ -90,7 +90,7 @@ func decideTx(ctx context.Context, at func(key string) *statements, a limiter.At
 		if err := ctx.Err(); err != nil {
 			return decide.Outcome{}, err
 		}
-		if _, err := at(d.Key).tat.ExecContext(sctx, decide.StoreKey(b.Checks[i].Policy, d.Key), d.TAT.UnixNano(), int64(decide.Emission(d.Policy))); err != nil {
+		if _, err := at(d.Key).tat.ExecContext(sctx, decide.StoreKey(b.Charges[i].Policy, d.Key), d.TAT.UnixNano(), int64(decide.Emission(d.Policy))); err != nil {
 			return decide.Outcome{}, ended(ctx, err)
 		}
 	}
@@ -100,20 +100,20 @@ func decideTx(ctx context.Context, at func(key string) *statements, a limiter.At
 	if err := ctx.Err(); err != nil {
 		return decide.Outcome{}, err
 	}
-	first := a.Checks[0]
+	first := a.Charges[0]
 	_, err = at(first.Key).audit.ExecContext(sctx, first.Key,
 		decide.FormatWindow(decide.WindowStart(a.Now, first.Policy.Window)),
 		a.Now.UTC().Format(decide.CalledAtLayout), a.Route, a.RequestID, decide.Units(first))
 	return o, ended(ctx, err)
 }
 
-// readChecks reads, on sctx, what each of a's checks needs to be decided
-// (see decideTx), and returns a with its checks' policies as their keys'
+// readCharges reads, on sctx, what each of a's charges needs to be decided
+// (see decideTx), and returns a with its charges' policies as their keys'
 // overrides make them, and the states read.
-func readChecks(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
-	checks := make([]limiter.Check, len(a.Checks))
-	states := make([]decide.State, len(a.Checks))
-	for i, c := range a.Checks {
+func readCharges(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
+	charges := make([]limiter.Charge, len(a.Charges))
+	states := make([]decide.State, len(a.Charges))
+	for i, c := range a.Charges {
 		if err := ctx.Err(); err != nil {
 			return a, nil, err
 		}
@@ -126,9 +126,9 @@ func readChecks(ctx, sctx context.Context, at func(key string) *statements, a li
 		if err != nil {
 			return a, nil, ended(ctx, err)
 		}
-		checks[i], states[i] = limiter.Check{Policy: p.With(r.override), Key: c.Key, Cost: c.Cost}, r.State
+		charges[i], states[i] = limiter.Charge{Policy: p.With(r.override), Key: c.Key, Cost: c.Cost}, r.State
 	}
-	a.Checks = checks
+	a.Charges = charges
 	return a, states, nil
 }
 
@@ -142,8 +142,8 @@ func ended(ctx context.Context, err error) error {
 	return err
 }
 
-// stored is what windowSQL or stateSQL read of one store key.
-type stored struct {
+// readOf is what windowSQL or stateSQL read of one store key.
+type readOf struct {
 	decide.State
 	override *limiter.Override
 }
@@ -160,30 +160,30 @@ func overrideOf(limit, burst sql.NullInt64) *limiter.Override {
 // readWindow reads what a decision under the window policy p needs of key
 // before its count: its override and, if p slides, its count in the window
 // before start.
-func readWindow(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (stored, error) {
+func readWindow(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (readOf, error) {
 	var prevStart any // NULL: no row
 	if p.Algorithm == limiter.Sliding {
 		prevStart = decide.FormatWindow(start.Add(-p.Window))
 	}
 	var prev, limit, burst sql.NullInt64
 	if err := st.window.QueryRowContext(ctx, key, prevStart).Scan(&prev, &limit, &burst); err != nil {
-		return stored{}, err
+		return readOf{}, err
 	}
-	r := stored{State: decide.State{Prev: prev.Int64}}
+	r := readOf{State: decide.State{Prev: prev.Int64}}
 	r.override = overrideOf(limit, burst)
 	return r, nil
 }
 
 // readState reads key's override, its count in the window before start
 // (and in the one from start, for Usage) and its GCRA bucket.
-func readState(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (stored, error) {
+func readState(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (readOf, error) {
 	var cur, prev, limit, burst, tat, emission sql.NullInt64
 	err := st.state.QueryRowContext(ctx, key, decide.FormatWindow(start), decide.FormatWindow(start.Add(-p.Window))).
 		Scan(&cur, &prev, &limit, &burst, &tat, &emission)
 	if err != nil {
-		return stored{}, err
+		return readOf{}, err
 	}
-	r := stored{State: decide.State{Cur: cur.Int64}}
+	r := readOf{State: decide.State{Cur: cur.Int64}}
 	if p.Algorithm == limiter.Sliding {
 		r.Prev = prev.Int64
 	}
@@ -205,7 +205,7 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	// connection no longer than a write would.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
-	var r stored
+	var r readOf
 	sh, err := s.route(ctx, key)
 	if err == nil {
 		err = sh.do(ctx, "read count", func(h *handle) (err error) {

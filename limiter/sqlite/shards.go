@@ -34,9 +34,9 @@ import (
 // never be counted in two places. Shard 0 is opened, and its layout
 // checked, before any other shard serves.
 //
-// A request whose checks fall into one shard is decided in that shard's
+// A request whose charges fall into one shard is decided in that shard's
 // transaction, batched with the others waiting for it (batch.go). One
-// whose checks fall into several is decided in one transaction over all of
+// whose charges fall into several is decided in one transaction over all of
 // them (cross.go).
 
 // ShardPath is the path of shard i of the database at path.
@@ -84,18 +84,18 @@ func (s *Store) shardOf(key string) *shard {
 	return s.shards[shardIndex(key, len(s.shards))]
 }
 
-// shardsOf lists, in ascending order and once each, the shards a's checks
+// shardsOf lists, in ascending order and once each, the shards a's charges
 // fall into.
 func (s *Store) shardsOf(a limiter.Attempt) []int {
-	idx := make([]int, 0, len(a.Checks))
-	for _, c := range a.Checks {
+	idx := make([]int, 0, len(a.Charges))
+	for _, c := range a.Charges {
 		idx = append(idx, shardIndex(c.Key, len(s.shards)))
 	}
 	slices.Sort(idx)
 	return slices.Compact(idx)
 }
 
-// first opens shard 0, and so checks the layout it records, once, before
+// first opens shard 0, and so charges the layout it records, once, before
 // any other shard serves: a single-file database opened with N shards is
 // refused before a key is counted in a fresh shard beside it.
 func (s *Store) first(ctx context.Context) error {
@@ -125,7 +125,7 @@ const (
 OR EXISTS (SELECT 1 FROM gcra_buckets) OR EXISTS (SELECT 1 FROM overrides)`
 )
 
-// checkLayout checks that sh's file records sh's place in the layout, and
+// checkLayout charges that sh's file records sh's place in the layout, and
 // records it in a file that has none yet, in an immediate transaction that
 // reads again first, so that racing cold starts record it once. A
 // read-only store records nothing: it accepts a file without a layout that

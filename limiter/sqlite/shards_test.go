@@ -140,7 +140,7 @@ func TestOneKeysPoliciesShareAShard(t *testing.T) {
 	burst := limiter.Policy{Name: "burst", Limit: 5, Window: time.Second, Algorithm: limiter.Sliding, Namespace: "burst"}
 	daily := limiter.Policy{Name: "daily", Limit: 1000, Window: 24 * time.Hour, Namespace: "daily"}
 	key := keyIn(t, 2, 4)
-	a := limiter.Attempt{Checks: []limiter.Check{{Policy: ping, Key: key}, {Policy: burst, Key: key}, {Policy: daily, Key: key}}, Now: t0}
+	a := limiter.Attempt{Charges: []limiter.Charge{{Policy: ping, Key: key}, {Policy: burst, Key: key}, {Policy: daily, Key: key}}, Now: t0}
 	if o, err := s.Allow(context.Background(), a); err != nil || !o.Allowed {
 		t.Fatalf("allow = %+v, %v", o, err)
 	}
@@ -160,7 +160,7 @@ func TestARequestAcrossShardsCommitsInEveryOneOrNone(t *testing.T) {
 	s := sqlitetest.Open(t, shardedConfig("", 4))
 	byIP := limiter.Policy{Name: "ip", Limit: 1000, Window: time.Minute, Namespace: "ip"}
 	key, ip := keyIn(t, 1, 4), keyIn(t, 3, 4)
-	a := limiter.Attempt{Checks: []limiter.Check{{Policy: ping, Key: key}, {Policy: byIP, Key: ip}}, Now: t0, Route: "GET /ping", RequestID: "r"}
+	a := limiter.Attempt{Charges: []limiter.Charge{{Policy: ping, Key: key}, {Policy: byIP, Key: ip}}, Now: t0, Route: "GET /ping", RequestID: "r"}
 	restore := sqlite.SetCommitHook(func(string) error { return errors.New("forced failure") })
 	if _, err := s.Allow(context.Background(), a); err == nil || !strings.Contains(err.Error(), "decide across") {
 		t.Fatalf("allow with its commit failing = %v; want the error, naming the files", err)

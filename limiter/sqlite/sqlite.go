@@ -43,7 +43,7 @@ import (
 //
 // The store survives faults of the files beneath it. A failed open is
 // retried on the next call, and at most once per FileCheckInterval (on the
-// process's clock, not the request's instant) a call checks that the path
+// process's clock, not the request's instant) a call charges that the path
 // still names the file the store has open: a database deleted or replaced
 // under a running process is reopened (and, when its directory still
 // exists, created afresh) instead of counting on in a file nobody else can
@@ -74,7 +74,7 @@ type shard struct {
 	batch batcher
 }
 
-// FileCheckInterval is how often a store checks that its path still names the
+// FileCheckInterval is how often a store charges that its path still names the
 // file it has open. Each check is one stat, a round trip on EFS.
 const FileCheckInterval = time.Second
 
@@ -171,7 +171,7 @@ type handle struct {
 	probe *probe      // nil for a read-only store, or where unavailable
 	stmts statements
 
-	// Guarded by Store.mu: calls in flight on the handle, and whether it
+	// Guarded by the shard's mu: calls in flight on the handle, and whether it
 	// has been retired, to be closed when the last of them ends.
 	refs    int
 	retired bool
@@ -242,8 +242,8 @@ func synchronous(journalMode string) string {
 	return "FULL"
 }
 
-// open opens the database, checks that the pragmas took, migrates the schema,
-// checks (or records) the file's place in the layout, and prepares the
+// open opens the database, charges that the pragmas took, migrates the schema,
+// charges (or records) the file's place in the layout, and prepares the
 // statements the request path uses.
 func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 	db, err := sql.Open("sqlite", dsn(sh.path, sh.cfg))
@@ -329,7 +329,7 @@ func testHook(stage, path string) {
 // stale schema then fails with "no such table", unless SQLite can take a
 // read lock to notice the schema changed; with another process committing
 // at that moment (and busy_timeout 0) it cannot, and the error stands. A
-// SELECT on sqlite_schema checks the cookie and reloads a stale schema, or
+// SELECT on sqlite_schema charges the cookie and reloads a stale schema, or
 // fails with SQLITE_BUSY, which the caller waits out like any lock.
 func refreshSchema(ctx context.Context, db *sql.DB) error {
 	var n int
@@ -362,7 +362,7 @@ func (sh *shard) checkPragmas(ctx context.Context, db *sql.DB) error {
 
 // acquire returns the open database, opening it if needed, with a
 // reference the caller gives back with release. At most once per
-// FileCheckInterval it checks that the path still names the open file; if
+// FileCheckInterval it charges that the path still names the open file; if
 // the file was deleted or replaced, the handle is retired, to be closed
 // when the calls still using it end, and a fresh one opened.
 func (sh *shard) acquire(ctx context.Context) (*handle, error) {

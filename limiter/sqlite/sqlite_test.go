@@ -391,7 +391,7 @@ func TestACountNearAnInt64Saturates(t *testing.T) {
 	p := limiter.Policy{Name: "ping", Limit: limiter.MaxLimit, Window: time.Hour}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	allow := func(cost int64) (limiter.Outcome, error) {
-		return s.Allow(context.Background(), limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: "k", Cost: cost}}, Now: at})
+		return s.Allow(context.Background(), limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: "k", Cost: cost}}, Now: at})
 	}
 	if _, err := allow(1); err != nil {
 		t.Fatal(err)

@@ -158,7 +158,7 @@ type Stats struct {
 	// of one), and LargestBatch the most one of them decided: Batched over
 	// Batches is how many decisions shared a transaction.
 	Batches, Batched, LargestBatch int64
-	// CrossShard counts committed decisions whose checks fell into several
+	// CrossShard counts committed decisions whose charges fell into several
 	// shards, each one transaction over them all.
 	CrossShard int64
 }

@@ -327,7 +327,7 @@ func (m *memoryCounter) Allow(ctx context.Context, a limiter.Attempt) (limiter.O
 	o, err := m.Store.Allow(ctx, a)
 	if err == nil && whole.FromMemory {
 		m.mu.Lock()
-		m.n[a.Checks[0].Key+"\t"+decide.FormatWindow(o.Decisions[0].WindowStart)]++
+		m.n[a.Charges[0].Key+"\t"+decide.FormatWindow(o.Decisions[0].WindowStart)]++
 		m.mu.Unlock()
 	}
 	return o, err
@@ -367,7 +367,7 @@ func decideOne(ctx context.Context, o options, api *service.API, store *sqlite.S
 	if o.via == "store" {
 		a := limiter.Attempt{Now: time.Now(), Route: "GET /ping", RequestID: "loadtest"}
 		for _, r := range o.rules() {
-			a.Checks = append(a.Checks, limiter.Check{Policy: r.Policy, Key: o.keyOf(r.Policy, key)})
+			a.Charges = append(a.Charges, limiter.Charge{Policy: r.Policy, Key: o.keyOf(r.Policy, key)})
 		}
 		out, err := store.Allow(ctx, a)
 		if err != nil {
