@@ -129,7 +129,7 @@ func everyPolicyCounts(t *testing.T, h Harness) {
 		now := t0.Add(at * time.Second)
 		o := attempt(t, in.Store, limiter.Attempt{
 			Charges: []limiter.Charge{{Policy: perMinute, Key: "alice"}, {Policy: perHour, Key: "alice"}, {Policy: byIP, Key: "203.0.113.7"}},
-			Now:    now, Route: "GET /ping", RequestID: fmt.Sprint("r", i),
+			Now:     now, Route: "GET /ping", RequestID: fmt.Sprint("r", i),
 		})
 		var denied []string
 		for _, d := range o.Denied() {

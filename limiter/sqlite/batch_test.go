@@ -130,7 +130,7 @@ func TestABatchOverSeveralKeysDecidesEachAsIfAlone(t *testing.T) {
 		storetest.One(gcra, "a", t0, "", "2"),
 		{Charges: []limiter.Charge{{Policy: ping, Key: "b", Cost: 2}}, Now: t0, RequestID: "3"},
 		storetest.One(gcra, "a", t0, "", "4"),
-		storetest.One(gcra, "a", t0, "", "5"),                                                 // the burst of 2 is spent
+		storetest.One(gcra, "a", t0, "", "5"),                                                   // the burst of 2 is spent
 		{Charges: []limiter.Charge{{Policy: ping, Key: "b", Cost: 2}}, Now: t0, RequestID: "6"}, // 4 > 3
 		storetest.One(ping, "a", t0, "", "7"),
 	}
