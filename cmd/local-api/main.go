@@ -68,21 +68,8 @@ func main() {
 }
 
 func run(log *slog.Logger, cfg config) error {
-	if cfg.Store.Kind == stores.SQLite {
-		// The file's own directory is made (./data by default), not the
-		// directories above it: a DB_PATH with a typo is an error, not
-		// a new tree.
-		dir := filepath.Dir(cfg.Store.Path)
-		switch err := os.Mkdir(dir, 0o755); {
-		case err == nil:
-			log.Info("created the database directory", "dir", dir)
-		case !errors.Is(err, fs.ErrExist):
-			return fmt.Errorf("DB_PATH: create its directory: %w", err)
-		default:
-			if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-				return fmt.Errorf("DB_PATH: %s is a file, not a directory", dir)
-			}
-		}
+	if err := makeDBDir(log, cfg); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -128,6 +115,27 @@ func run(log *slog.Logger, cfg config) error {
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// makeDBDir makes the SQLite file's own directory (./data by default), not
+// the directories above it: a DB_PATH with a typo is an error, not a new
+// tree.
+func makeDBDir(log *slog.Logger, cfg config) error {
+	if cfg.Store.Kind != stores.SQLite {
+		return nil
+	}
+	dir := filepath.Dir(cfg.Store.Path)
+	switch err := os.Mkdir(dir, 0o755); {
+	case err == nil:
+		log.Info("created the database directory", "dir", dir)
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("DB_PATH: create its directory: %w", err)
+	default:
+		if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+			return fmt.Errorf("DB_PATH: %s is a file, not a directory", dir)
+		}
 	}
 	return nil
 }

@@ -173,10 +173,10 @@ func (a *API) getOverride(req *request, t adminTarget) error {
 	case err != nil:
 		return a.adminFailed(req, t, err)
 	case o == nil:
-		req.decision = "read"
+		req.verdict = read
 		return problem(http.StatusNotFound, TypeBlank, fmt.Sprintf("Key %q has no override under %q.", truncate(t.key, 100), t.policy.Name))
 	}
-	req.decision = "read"
+	req.verdict = read
 	return req.ok(overrideOf(t, *o))
 }
 
@@ -226,7 +226,7 @@ func (a *API) audit(req *request, t adminTarget, action string, before, after an
 	if who == "" {
 		who = "unsigned request from " + req.caller.SourceIP
 	}
-	req.decision = "admin"
+	req.verdict = admin
 	req.admin = map[string]any{
 		"action": action, "policy": t.policy.Name, "key": t.key, "by": who,
 		"at": req.now.UTC().Format(time.RFC3339Nano), "before": before, "after": after,
@@ -236,7 +236,7 @@ func (a *API) audit(req *request, t adminTarget, action string, before, after an
 // adminFailed answers a store failure: a 503, whatever the fail mode, as
 // for /status: there is nothing to let through.
 func (a *API) adminFailed(req *request, t adminTarget, err error) error {
-	req.err, req.decision = err, "error"
+	req.err, req.verdict = err, failed
 	return storeUnavailable(t.policy.Window)
 }
 

@@ -301,9 +301,9 @@ func (e *engine) decide(req *request, route, key string, ask func(context.Contex
 	}
 	req.outcome = &o
 	req.count, req.fromMemory = o.Decisions[0].Count, whole.FromMemory
-	req.decision = "rejected"
+	req.verdict = rejected
 	if o.Allowed {
-		req.decision = "allowed"
+		req.verdict = allowed
 	}
 	if e.opts.Metrics != nil {
 		for _, d := range o.Decisions {
@@ -329,10 +329,10 @@ func (e *engine) undecided(req *request, err error, window time.Duration) error 
 		return p
 	}
 	if e.opts.FailMode == limiter.FailOpen && !req.cancelled() {
-		req.decision = "degraded"
+		req.verdict = degraded
 		return nil
 	}
-	req.decision = "error"
+	req.verdict = failed
 	return storeUnavailable(window)
 }
 

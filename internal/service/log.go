@@ -18,66 +18,120 @@ import (
 // few KiB, not 16.
 const maxLogged = 1 << 10
 
-// log writes the request's one line: what it asked, what was decided,
+// A verdict is what became of a request, as its log line and metrics say.
+type verdict string
+
+// Verdicts. The empty verdict is a request that ended before any: logged
+// as refused (a problem before any decision: 400, 401, 404, ...) or
+// cancelled (the client went away).
+const (
+	allowed   verdict = "allowed"
+	rejected  verdict = "rejected"
+	read      verdict = "read"      // /status, or an admin read
+	degraded  verdict = "degraded"  // the store failed, and FAIL_MODE=open let it through
+	uncounted verdict = "uncounted" // no policy counts it
+	failed    verdict = "error"     // the store failed: 503
+	admin     verdict = "admin"     // an admin action done
+	refused   verdict = "refused"
+	cancelled verdict = "cancelled"
+)
+
+// line is a request's one log line: what it asked, what became of it,
 // under which key and policies, how long it took, and any store error with
 // its class. What the client chose is cut at maxLogged.
-func (e *engine) log(req *request) {
-	decision := req.decision
+type line struct {
+	method, path, key string
+	status            int
+	verdict           verdict
+	latency           time.Duration
+	requestID         string
+	lambdaRequestID   string
+	count             *int64 // when the store answered
+	fromMemory        bool
+	outcome           *limiter.Outcome
+	shadowSkipped     []string
+	funcErr           []string
+	admin             map[string]any
+	err               error
+	cancelled         bool
+}
+
+// lineOf is req's log line.
+func lineOf(req *request) line {
+	l := line{method: req.r.Method, path: req.r.URL.Path, key: req.key, status: req.w.status, verdict: req.verdict,
+		latency: time.Since(req.start), requestID: req.caller.RequestID, lambdaRequestID: req.caller.LambdaRequestID,
+		fromMemory: req.fromMemory, outcome: req.outcome, shadowSkipped: req.shadowSkipped, funcErr: req.funcErr,
+		admin: req.admin, err: req.err, cancelled: req.cancelled()}
 	switch {
-	case req.cancelled():
-		decision = "cancelled"
-	case decision == "" && req.w.status >= 400:
-		decision = "refused" // a problem before any decision: 400, 401, 404, ...
+	case l.cancelled:
+		l.verdict = cancelled
+	case l.verdict == "" && l.status >= 400:
+		l.verdict = refused
 	}
+	switch req.verdict {
+	case allowed, rejected, read:
+		l.count = &req.count
+	}
+	return l
+}
+
+// log writes req's line: at ERROR for a store fault that will not clear
+// by itself (a corrupt file, a newer schema: an operator is needed), WARN
+// for one that may (a busy lock), else INFO.
+func (e *engine) log(req *request) {
+	l := lineOf(req)
+	level := slog.LevelInfo
+	if l.err != nil && !l.cancelled {
+		level = slog.LevelWarn
+		if !fault.Of(l.err).Transient() {
+			level = slog.LevelError
+		}
+	}
+	e.opts.Logger.LogAttrs(req.r.Context(), level, "request", l.attrs()...)
+}
+
+// attrs are l's attributes, in the line's order.
+func (l line) attrs() []slog.Attr {
 	var attrs []slog.Attr
-	attrs = logged(attrs, "method", req.r.Method)
-	attrs = logged(attrs, "path", req.r.URL.Path)
-	attrs = append(attrs, slog.Int("status", req.w.status))
-	attrs = logged(attrs, "key", req.key)
+	attrs = logged(attrs, "method", l.method)
+	attrs = logged(attrs, "path", l.path)
+	attrs = append(attrs, slog.Int("status", l.status))
+	attrs = logged(attrs, "key", l.key)
 	attrs = append(attrs,
-		slog.String("decision", decision),
-		slog.Float64("latency_ms", float64(time.Since(req.start).Microseconds())/1000),
-		slog.String("request_id", req.caller.RequestID),
+		slog.String("decision", string(l.verdict)),
+		slog.Float64("latency_ms", float64(l.latency.Microseconds())/1000),
+		slog.String("request_id", l.requestID),
 	)
-	switch req.decision { // the count is known only when the store answered
-	case "allowed", "rejected", "read":
-		attrs = append(attrs, slog.Int64("count", req.count))
+	if l.count != nil {
+		attrs = append(attrs, slog.Int64("count", *l.count))
 	}
-	if req.fromMemory {
+	if l.fromMemory {
 		attrs = append(attrs, slog.Bool("from_memory", true))
 	}
-	attrs = append(attrs, outcomeAttrs(req.outcome)...)
-	if len(req.shadowSkipped) > 0 {
-		attrs = append(attrs, slog.Any("shadow_skipped", req.shadowSkipped))
+	attrs = append(attrs, outcomeAttrs(l.outcome)...)
+	if len(l.shadowSkipped) > 0 {
+		attrs = append(attrs, slog.Any("shadow_skipped", l.shadowSkipped))
 	}
-	if len(req.funcErr) > 0 {
-		errs := make([]string, len(req.funcErr))
-		for i, err := range req.funcErr {
+	if len(l.funcErr) > 0 {
+		errs := make([]string, len(l.funcErr))
+		for i, err := range l.funcErr {
 			errs[i] = truncate(err, maxLogged)
 		}
 		attrs = append(attrs, slog.Any("func_error", errs))
 	}
-	if req.admin != nil {
-		attrs = append(attrs, slog.Any("admin", req.admin))
+	if l.admin != nil {
+		attrs = append(attrs, slog.Any("admin", l.admin))
 	}
-	if req.caller.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambda_request_id", req.caller.LambdaRequestID))
+	if l.lambdaRequestID != "" {
+		attrs = append(attrs, slog.String("lambda_request_id", l.lambdaRequestID))
 	}
-	level := slog.LevelInfo
 	switch {
-	case req.cancelled():
-		attrs = append(attrs, slog.String("error", req.err.Error()))
-	case req.err != nil:
-		// A fault that will not clear by itself (a corrupt file, a newer
-		// schema) needs an operator: ERROR, where a busy lock is a WARN.
-		fault := fault.Of(req.err)
-		level = slog.LevelWarn
-		if !fault.Transient() {
-			level = slog.LevelError
-		}
-		attrs = append(attrs, slog.String("error", req.err.Error()), slog.String("fault", string(fault)))
+	case l.cancelled:
+		attrs = append(attrs, slog.String("error", l.err.Error()))
+	case l.err != nil:
+		attrs = append(attrs, slog.String("error", l.err.Error()), slog.String("fault", string(fault.Of(l.err))))
 	}
-	e.opts.Logger.LogAttrs(req.r.Context(), level, "request", attrs...)
+	return attrs
 }
 
 // logged appends the attribute name of value s, cut at maxLogged, and

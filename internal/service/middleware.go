@@ -65,7 +65,7 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(charges) == 0 {
-		req.decision = "uncounted"
+		req.verdict = uncounted
 		req.pass(g.next, r)
 		return
 	}

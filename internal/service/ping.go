@@ -90,7 +90,7 @@ func (a *API) ping(req *request) error {
 		return err
 	}
 	if len(charges) == 0 {
-		req.decision = "uncounted"
+		req.verdict = uncounted
 		return req.ok(uncountedBody{})
 	}
 	o, err := a.allow(req, pingRoute, charges)

@@ -23,7 +23,7 @@ type request struct {
 	start  time.Time // when it arrived, on the process's clock, for its latency
 
 	key        string
-	decision   string // allowed, rejected, read, degraded, uncounted, error, admin, or empty (logged as refused or cancelled)
+	verdict    verdict // what became of it; empty until something did
 	count      int64
 	fromMemory bool             // a rejection made without the store (limiter.RejectCache)
 	outcome    *limiter.Outcome // every policy's decision, when the store answered

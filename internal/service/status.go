@@ -48,7 +48,7 @@ func (a *API) status(req *request) error {
 	for i, p := range policies {
 		u, err := a.opts.Store.Usage(req.r.Context(), p, key, req.now)
 		if err != nil {
-			req.err, req.decision = err, "error"
+			req.err, req.verdict = err, failed
 			return storeUnavailable(p.Window)
 		}
 		if i == 0 {
@@ -59,6 +59,6 @@ func (a *API) status(req *request) error {
 			body.Policies = append(body.Policies, newPolicyBody(u))
 		}
 	}
-	req.decision = "read"
+	req.verdict = read
 	return req.ok(body)
 }

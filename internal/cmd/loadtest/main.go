@@ -72,6 +72,42 @@ type options struct {
 }
 
 func main() {
+	o := parseFlags()
+	if o.worker == -2 {
+		if err := pruner(o); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	if o.worker >= 0 {
+		if err := worker(o); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	var rows []row
+	for _, p := range o.procs {
+		r, err := run(o, p)
+		if err != nil {
+			fatal(err)
+		}
+		rows = append(rows, r)
+		if o.jsonOut {
+			json.NewEncoder(os.Stdout).Encode(r)
+		}
+	}
+	if !o.jsonOut {
+		printTable(os.Stdout, o, rows)
+	}
+	for _, r := range rows {
+		if !r.Exact {
+			os.Exit(1)
+		}
+	}
+}
+
+// parseFlags reads the command line into options.
+func parseFlags() options {
 	var o options
 	var procs string
 	flag.StringVar(&o.db, "db", filepath.Join(os.TempDir(), "ratelimit-loadtest", "ratelimit.db"), "database file; removed first unless -keep")
@@ -106,37 +142,7 @@ func main() {
 		}
 		o.procs = append(o.procs, n)
 	}
-	if o.worker == -2 {
-		if err := pruner(o); err != nil {
-			fatal(err)
-		}
-		return
-	}
-	if o.worker >= 0 {
-		if err := worker(o); err != nil {
-			fatal(err)
-		}
-		return
-	}
-	var rows []row
-	for _, p := range o.procs {
-		r, err := run(o, p)
-		if err != nil {
-			fatal(err)
-		}
-		rows = append(rows, r)
-		if o.jsonOut {
-			json.NewEncoder(os.Stdout).Encode(r)
-		}
-	}
-	if !o.jsonOut {
-		printTable(os.Stdout, o, rows)
-	}
-	for _, r := range rows {
-		if !r.Exact {
-			os.Exit(1)
-		}
-	}
+	return o
 }
 
 func fatal(err error) {
@@ -236,38 +242,7 @@ func worker(o options) error {
 	var wg sync.WaitGroup
 	for c := range o.clients {
 		wg.Go(func() {
-			r := newResult()
-			rng := rand.New(rand.NewPCG(uint64(o.worker), uint64(c)))
-			next := time.Now()
-			for time.Now().Before(deadline) {
-				if o.rate > 0 { // paced: the next request at its slot, not sooner
-					time.Sleep(time.Until(next))
-					next = next.Add(time.Duration(float64(time.Second) / o.rate))
-				}
-				key := fmt.Sprintf("k%04d", rng.IntN(o.keys))
-				start := time.Now()
-				allowed, window, err := decideOne(ctx, o, api, store, key)
-				r.Latency.add(time.Since(start))
-				switch {
-				case err != nil:
-					if errors.Is(err, errBusy) {
-						r.Busy++
-					} else {
-						r.Errors++
-					}
-					if r.FirstErr == "" {
-						r.FirstErr = err.Error()
-					}
-					continue
-				case allowed:
-					r.Allowed++
-					r.Granted[key+"\t"+window]++
-				default:
-					r.Rejected++
-				}
-				r.Decisions++
-				r.Attempts[key+"\t"+window]++
-			}
+			r := client(ctx, o, c, deadline, api, store)
 			mu.Lock()
 			total.add(r)
 			mu.Unlock()
@@ -290,6 +265,44 @@ type pruneResult struct {
 
 // pruner runs in its own process, as the scheduled prune function would:
 // a tenth into the run it prunes the seeded backlog once.
+// client is one client of a worker: requests until the deadline, paced
+// at -rate when it is set, over -keys keys, and what became of them.
+func client(ctx context.Context, o options, c int, deadline time.Time, api *service.API, store *sqlite.Store) result {
+	r := newResult()
+	rng := rand.New(rand.NewPCG(uint64(o.worker), uint64(c)))
+	next := time.Now()
+	for time.Now().Before(deadline) {
+		if o.rate > 0 { // paced: the next request at its slot, not sooner
+			time.Sleep(time.Until(next))
+			next = next.Add(time.Duration(float64(time.Second) / o.rate))
+		}
+		key := fmt.Sprintf("k%04d", rng.IntN(o.keys))
+		start := time.Now()
+		allowed, window, err := decideOne(ctx, o, api, store, key)
+		r.Latency.add(time.Since(start))
+		switch {
+		case err != nil:
+			if errors.Is(err, errBusy) {
+				r.Busy++
+			} else {
+				r.Errors++
+			}
+			if r.FirstErr == "" {
+				r.FirstErr = err.Error()
+			}
+			continue
+		case allowed:
+			r.Allowed++
+			r.Granted[key+"\t"+window]++
+		default:
+			r.Rejected++
+		}
+		r.Decisions++
+		r.Attempts[key+"\t"+window]++
+	}
+	return r
+}
+
 func pruner(o options) error {
 	store, err := sqlite.Open(o.tuned(context.Background()), o.storeConfig())
 	if err != nil {
@@ -433,8 +446,22 @@ type row struct {
 // run starts procs worker processes on one fresh database, lets them drive
 // load for the duration, and checks the database against what they counted.
 func run(o options, procs int) (row, error) {
-	if err := os.MkdirAll(filepath.Dir(o.db), 0o755); err != nil {
+	if err := prepare(o); err != nil {
 		return row{}, err
+	}
+	ps, err := startWorkers(o, procs)
+	if err != nil {
+		return row{}, err
+	}
+	return collect(o, procs, ps)
+}
+
+// prepare lays the database out for a run: its directory, no file of an
+// earlier run (unless -keep), every shard's schema created and migrated
+// once, so workers do not race for it, and the -backlog.
+func prepare(o options) error {
+	if err := os.MkdirAll(filepath.Dir(o.db), 0o755); err != nil {
+		return err
 	}
 	if !o.keep {
 		// The database, its shards, journals and waiting rooms.
@@ -443,30 +470,34 @@ func run(o options, procs int) (row, error) {
 			os.Remove(p)
 		}
 	}
-	// Create and migrate the schema of every shard once, so workers do not
-	// race for it. (sqlite.Open alone opens nothing: Ready does.)
+	// sqlite.Open alone opens nothing: Ready does.
 	s, err := sqlite.Open(o.tuned(context.Background()), o.storeConfig())
 	if err == nil {
 		err = s.Ready(context.Background())
 		s.Close()
 	}
 	if err != nil {
-		return row{}, err
+		return err
 	}
 	if o.backlog > 0 {
-		if err := seedBacklog(o); err != nil {
-			return row{}, err
-		}
+		return seedBacklog(o)
 	}
+	return nil
+}
 
+// proc is a worker process, with its pipes.
+type proc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+// startWorkers starts procs workers (and a pruner after them, with a
+// -backlog), waits until each is ready, and starts them all at once.
+func startWorkers(o options, procs int) ([]proc, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return row{}, err
-	}
-	type proc struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Reader
+		return nil, err
 	}
 	n := procs
 	if o.backlog > 0 {
@@ -488,18 +519,24 @@ func run(o options, procs int) (row, error) {
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
-			return row{}, err
+			return nil, err
 		}
 		ps[i] = proc{cmd, stdin, bufio.NewReader(stdout)}
 	}
 	for i, p := range ps {
 		if line, err := p.out.ReadString('\n'); err != nil || line != "ready\n" {
-			return row{}, fmt.Errorf("worker %d: %q %v", i, line, err)
+			return nil, fmt.Errorf("worker %d: %q %v", i, line, err)
 		}
 	}
 	for _, p := range ps {
 		io.WriteString(p.stdin, "go\n")
 	}
+	return ps, nil
+}
+
+// collect reads what each worker (and the pruner) did, adds it up, and
+// checks the counts.
+func collect(o options, procs int, ps []proc) (row, error) {
 	total := newResult()
 	r := row{Procs: procs, Clients: o.clients, Keys: o.keys, Shards: o.shards, Batch: o.batch, Policies: o.policies, MinPerProc: -1}
 	if o.backlog > 0 {
@@ -531,6 +568,7 @@ func run(o options, procs int) (row, error) {
 	}
 	r.PerSecond = float64(total.Decisions) / o.duration.Seconds()
 	r.P50, r.P99, r.Max = total.Latency.quantile(0.50), total.Latency.quantile(0.99), total.Latency.Max
+	var err error
 	r.Windows, r.Mismatches, err = check(o, total)
 	r.Exact = err == nil && len(r.Mismatches) == 0
 	return r, err
