@@ -104,7 +104,9 @@ func decisions(a limiter.Attempt, states []State) Outcome {
 	return o
 }
 
-// decideCheck decides one check from its state, as if it alone applied.
+// decideCheck decides one check from its state, as if it alone applied:
+// c's policy is the effective one (Effective), and the decision names the
+// tier c is judged under (TierOf).
 func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
 	p, cost := c.Policy, Units(c)
 	d := Decision{Decision: limiter.Decision{Cost: cost}, state: st}
@@ -127,6 +129,7 @@ func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
 		d.Allowed = st.Cur <= p.Limit
 		d.Usage = Usage(p, c.Key, now, st)
 	}
+	d.Tier = TierOf(c)
 	return d
 }
 
@@ -141,6 +144,7 @@ func (o *Outcome) settle(now time.Time) {
 			tat := bucket(d.Policy, now, d.state)
 			o.Decisions[i].TAT, o.Decisions[i].Moved = tat, false
 			o.Decisions[i].Usage = gcraStanding(d.Policy, d.Key, now, tat, d.Cost)
+			o.Decisions[i].Tier = d.Tier
 		}
 	}
 }
