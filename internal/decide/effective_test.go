@@ -82,8 +82,10 @@ func TestADecisionNamesItsTier(t *testing.T) {
 // TestATierChangeRescalesTheBucket: a key that spent its whole free
 // bucket (10 at 60 a minute: T = 1 s, the TAT 10 s ahead) and moves to
 // pro (T = 100 ms, burst 100) holds back 10 of pro's emissions: 90 left,
-// where the TAT read at pro's rate would leave none. Back on free, the
-// bucket is at most full: one emission's wait.
+// where the TAT read at pro's rate would leave none. Back on free with
+// pro's bucket full (100 emissions of 100 ms, 10 s), free's bucket is at
+// most full, and the key waits until pro's holds back no more than 9 of
+// its emissions: 9.1 s, told as 10 s.
 func TestATierChangeRescalesTheBucket(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	free := decide.Effective(limiter.Charge{Policy: tokens}, nil)
@@ -95,8 +97,15 @@ func TestATierChangeRescalesTheBucket(t *testing.T) {
 	}
 	full := decide.State{TAT: now.Add(10 * time.Second), Emission: decide.Emission(pro)} // 100 of pro's
 	d = decide.Decide(limiter.Attempt{Charges: []limiter.Charge{{Policy: free, Key: "k"}}, Now: now}, []decide.State{full}).Decisions[0]
-	if d.Allowed || d.ResetAfter != time.Second {
-		t.Errorf("back on free: allowed %v, reset after %v; want denied for one emission", d.Allowed, d.ResetAfter)
+	if d.Allowed || d.ResetAfter != 10*time.Second {
+		t.Errorf("back on free: allowed %v, reset after %v; want denied for 10s", d.Allowed, d.ResetAfter)
+	}
+	free1 := []limiter.Charge{{Policy: free, Key: "k"}}
+	if d := decide.Decide(limiter.Attempt{Charges: free1, Now: now.Add(9 * time.Second)}, []decide.State{full}).Decisions[0]; d.Allowed || d.ResetAfter != time.Second {
+		t.Errorf("back on free, 9 s later: allowed %v, reset after %v; want denied for 1s more", d.Allowed, d.ResetAfter)
+	}
+	if d := decide.Decide(limiter.Attempt{Charges: free1, Now: now.Add(9100 * time.Millisecond)}, []decide.State{full}).Decisions[0]; !d.Allowed {
+		t.Errorf("back on free, 9.1 s later: %+v, want allowed", d)
 	}
 }
 

@@ -119,6 +119,9 @@ func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
 			d.TAT, d.Moved = next, true
 		}
 		d.Usage = gcraStanding(p, c.Key, now, d.TAT, cost)
+		if !d.Allowed {
+			d.Usage = unrescaled(d.Usage, p, now, st, cost)
+		}
 	case limiter.Sliding:
 		d.Allowed = weighted(p, now, st.Cur, st.Prev) <= float64(p.Limit)+1e-9
 		d.Usage = Usage(p, c.Key, now, st)
@@ -143,7 +146,7 @@ func (o *Outcome) settle(now time.Time) {
 		if d.Moved {
 			tat := bucket(d.Policy, now, d.state)
 			o.Decisions[i].TAT, o.Decisions[i].Moved = tat, false
-			o.Decisions[i].Usage = gcraStanding(d.Policy, d.Key, now, tat, d.Cost)
+			o.Decisions[i].Usage = unrescaled(gcraStanding(d.Policy, d.Key, now, tat, d.Cost), d.Policy, now, d.state, d.Cost)
 			o.Decisions[i].Tier = d.Tier
 		}
 	}
