@@ -18,7 +18,7 @@ import (
 func emfLines(t *testing.T, namespace string) (decision, storeErr map[string]any) {
 	var b bytes.Buffer
 	e := metrics.New(&b, namespace)
-	e.Decision(time.Now(), "ping", "GET /ping", metrics.Allowed, time.Millisecond)
+	e.Decision(time.Now(), "ping", "default", "GET /ping", metrics.Allowed, time.Millisecond)
 	e.StoreError(time.Now(), "GET /ping", "corrupt")
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	json.Unmarshal([]byte(lines[0]), &decision)

@@ -34,10 +34,12 @@ func withinCapacity(ctx context.Context, s Store, charges []Charge) (int, error)
 	return fits, nil
 }
 
-// capacityFor is c's policy's capacity for c's key: the policy's own, or,
-// when c's cost is beyond it, the key's override's, if it has one.
+// capacityFor is c's policy's capacity for c's key: the policy's own (its
+// tier's, if c names one of its tiers), or, when c's cost is beyond it,
+// the key's override's, if it has one.
 func capacityFor(ctx context.Context, s Store, c Charge) (int64, error) {
-	most := c.Policy.Capacity()
+	p := c.Policy.tiered(c.Tier)
+	most := p.Capacity()
 	if c.units() <= most || s == nil {
 		return most, nil
 	}
@@ -45,5 +47,5 @@ func capacityFor(ctx context.Context, s Store, c Charge) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return c.Policy.With(o).Capacity(), nil
+	return p.With(o).Capacity(), nil
 }

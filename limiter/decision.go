@@ -5,9 +5,14 @@ import "time"
 // Usage is where a key stands under a policy at one instant.
 type Usage struct {
 	// Policy is the policy as it applied to the key: its limit (and
-	// burst) are the key's override's, if it has one.
+	// burst) are those of the tier in force, or the key's override's, if
+	// it has one.
 	Policy Policy
 	Key    string
+	// Tier is the tier in force: the name of one of Policy's Tiers, whose
+	// limit and burst Policy holds, or "" for the policy's own. A key's
+	// override, if it has one, set Policy's limit over the tier's.
+	Tier string
 	// Count is the number of attempts counted in the window, allowed or not,
 	// each as many as it cost. For a sliding policy it is the weighted
 	// count, rounded up; for GCRA, the part of the bucket in use.

@@ -3,7 +3,9 @@
 //
 // A Policy allows Limit requests per Window for each client key, in fixed
 // windows (the design note's), sliding windows or as a GCRA token bucket;
-// a request may count as several (its cost). Time is cut into windows that
+// a request may count as several (its cost), and a policy may have usage
+// plans, Tiers, whose limit a request gets by naming one (Charge.Tier: the
+// key's count is the same whatever its tier). Time is cut into windows that
 // start at whole multiples of the window length since the Unix epoch
 // (window_start = unix - unix % window), so every process that shares a
 // store agrees on the window without talking to the others. Each attempt

@@ -44,6 +44,10 @@ type Request struct {
 	At time.Time
 	// Route and RequestID go into the audit record of an allowed check.
 	Route, RequestID string
+	// Tier is the tier the check names, for each policy that lists it;
+	// the others, and a check that names none, get the policy's own
+	// limit (see Tier).
+	Tier string
 }
 
 // Allow counts r's cost under each policy it names (every policy when it
@@ -108,7 +112,7 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 	}
 	a := Attempt{Charges: make([]Charge, len(policies)), Now: r.At, Route: r.Route, RequestID: r.RequestID}
 	for i, p := range policies {
-		a.Charges[i] = Charge{Policy: p, Key: r.Key, Cost: r.Cost}
+		a.Charges[i] = Charge{Policy: p, Key: r.Key, Cost: r.Cost, Tier: r.Tier}
 	}
 	// The check contract's bound, the largest limit checked, matters
 	// with shadows only: an enforced policy's is tighter (withinCapacity).

@@ -1,14 +1,19 @@
 package limiter
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Override replaces a policy's limit, and for a GCRA policy its burst, for
-// one key: a customer on a bigger plan, say. It is kept in the store, so
+// one key: a customer on a bigger plan, say. It wins over the key's tier
+// (Tier). It is kept in the store, so
 // every process sees it at its next decision, and survives pruning.
 type Override struct {
 	Limit int64
-	// Burst replaces a GCRA policy's burst; zero keeps the policy's (which,
-	// when the policy sets none, is the limit: the override's).
+	// Burst replaces a GCRA policy's burst; zero keeps the policy's, or
+	// the tier's in force (which, when it sets none, is the limit: the
+	// override's).
 	Burst int64
 }
 
@@ -22,7 +27,18 @@ func (o Override) Validate(p Policy) error {
 	case o.Burst < 0 || o.Burst > maxBurst:
 		return fmt.Errorf("burst %d is not from 1 to %d", o.Burst, maxBurst)
 	}
-	return p.With(&o).Validate()
+	if err := p.With(&o).Validate(); err != nil {
+		return err
+	}
+	// An override wins over a tier, and keeps the tier's burst when it
+	// sets none: it must make a valid policy under every tier too.
+	for _, name := range p.tierNames() {
+		q := p.tiered(name).With(&o)
+		if errs := q.limitErrors(fmt.Sprintf("policy %q under tier %q", p.Name, name)); len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
+	return nil
 }
 
 // With is p as o changes it; p itself when o is nil.

@@ -57,6 +57,11 @@ type Policy struct {
 	// Shadow policies count and report, but never reject: for rolling a new
 	// limit out. Their would-be rejections are logged and measured.
 	Shadow bool
+	// Tiers are the policy's usage plans, by name: a request that names
+	// one (Charge.Tier) is judged by its limit and burst; one that names
+	// none, or a name not listed, by the policy's own, the default tier.
+	// Counts are per key whatever the tier. At most 16; see Tier.
+	Tiers map[string]Tier
 }
 
 // Capacity is the most one attempt may cost and still pass: for GCRA, how
@@ -97,25 +102,19 @@ const maxNamespaceBytes = 64
 // and DynamoDB's holds 100 items.
 const maxPolicies = 32
 
-// Validate reports what is wrong with p, or nil.
+// Validate reports what is wrong with p, or nil: its name, limit,
+// window, algorithm, burst and namespace, and each of its tiers (Tier).
 func (p Policy) Validate() error {
 	var errs []error
 	if p.Name == "" {
 		errs = append(errs, errors.New("policy name is empty"))
 	}
-	if p.Limit < 1 || p.Limit > MaxLimit {
-		errs = append(errs, fmt.Errorf("policy %q: limit %d is not from 1 to %d", p.Name, p.Limit, int64(MaxLimit)))
-	}
+	errs = append(errs, p.limitErrors(fmt.Sprintf("policy %q", p.Name))...)
 	if p.Window < time.Second || p.Window > MaxWindow || p.Window%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("policy %q: window %v is not a whole number of seconds between 1s and %v", p.Name, p.Window, MaxWindow))
 	}
 	switch p.Algorithm {
-	case "", Fixed, Sliding:
-		if p.Burst != 0 {
-			errs = append(errs, fmt.Errorf("policy %q: burst applies to the gcra algorithm only", p.Name))
-		}
-	case GCRA:
-		errs = append(errs, p.validateGCRA()...)
+	case "", Fixed, Sliding, GCRA:
 	default:
 		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed, sliding or gcra", p.Name, string(p.Algorithm)))
 	}
@@ -124,28 +123,55 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("policy %q: namespace %q is not 1 to %d bytes of UTF-8 without control characters", p.Name, p.Namespace, maxNamespaceBytes))
 		}
 	}
-	for _, r := range p.Name {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			// It is written into headers as a structured-field string.
-			errs = append(errs, fmt.Errorf("policy %q: names are lower-case letters, digits, '-', '_' and '.'", p.Name))
-			break
-		}
+	if !validName(p.Name) {
+		// It is written into headers as a structured-field string.
+		errs = append(errs, fmt.Errorf("policy %q: names are lower-case letters, digits, '-', '_' and '.'", p.Name))
 	}
+	errs = append(errs, p.tierErrors()...)
 	return errors.Join(errs...)
 }
 
-func (p Policy) validateGCRA() []error {
+// validName reports whether name is lower-case letters, digits, '-', '_'
+// and '.' only, as policy and tier names are.
+func validName(name string) bool {
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// limitErrors are what is wrong with p's limit and burst, which a tier or
+// an override replaces, each error starting with who.
+func (p Policy) limitErrors(who string) []error {
+	var errs []error
+	if p.Limit < 1 || p.Limit > MaxLimit {
+		errs = append(errs, fmt.Errorf("%s: limit %d is not from 1 to %d", who, p.Limit, int64(MaxLimit)))
+	}
+	switch p.Algorithm {
+	case "", Fixed, Sliding:
+		if p.Burst != 0 {
+			errs = append(errs, fmt.Errorf("%s: burst applies to the gcra algorithm only", who))
+		}
+	case GCRA:
+		errs = append(errs, p.validateGCRA(who)...)
+	}
+	return errs
+}
+
+func (p Policy) validateGCRA(who string) []error {
 	var errs []error
 	if p.Limit > 0 && p.Window/time.Duration(p.Limit) < time.Microsecond {
-		errs = append(errs, fmt.Errorf("policy %q: a gcra limit of %d per %v lets a request through more often than every microsecond", p.Name, p.Limit, p.Window))
+		errs = append(errs, fmt.Errorf("%s: a gcra limit of %d per %v lets a request through more often than every microsecond", who, p.Limit, p.Window))
 	}
 	switch {
 	case p.Burst < 0 || p.Burst > maxBurst:
-		errs = append(errs, fmt.Errorf("policy %q: burst %d is not from 1 to %d", p.Name, p.Burst, maxBurst))
+		errs = append(errs, fmt.Errorf("%s: burst %d is not from 1 to %d", who, p.Burst, maxBurst))
 	case p.Burst == 0 && p.Limit > maxBurst:
-		errs = append(errs, fmt.Errorf("policy %q: with no burst set, the burst is the limit, %d, more than %d: set a burst", p.Name, p.Limit, maxBurst))
+		errs = append(errs, fmt.Errorf("%s: with no burst set, the burst is the limit, %d, more than %d: set a burst", who, p.Limit, maxBurst))
 	case p.Limit > 0 && p.Capacity() > int64(maxTolerance/max(p.Window/time.Duration(p.Limit), 1)):
-		errs = append(errs, fmt.Errorf("policy %q: a burst of %d every %v would take more than a century to drain", p.Name, p.Capacity(), p.Window/time.Duration(p.Limit)))
+		errs = append(errs, fmt.Errorf("%s: a burst of %d every %v would take more than a century to drain", who, p.Capacity(), p.Window/time.Duration(p.Limit)))
 	}
 	return errs
 }

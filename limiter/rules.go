@@ -3,6 +3,7 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Rule is a policy and where it applies: the routes it limits, how each
@@ -17,11 +18,20 @@ type Rule struct {
 	Routes []string
 	// Cost is what each request counts as; zero means 1.
 	Cost int64
+	// TierClaim and TierHeader say where a request names its tier, for a
+	// policy with Tiers: the JWT authorizer's claim so named, or the
+	// header so named, which any client can set (trust it only behind
+	// something that sets it). At most one of them; with neither, only a
+	// function of the HTTP layer's, or a check that names its tier, picks
+	// one. A request that names no tier gets the default tier.
+	TierClaim  string
+	TierHeader string
 }
 
 // Validate reports what is wrong with r, apart from its routes, which are
-// the HTTP layer's to check: its policy, its key source, and its cost,
-// which no attempt could pass above the policy's capacity.
+// the HTTP layer's to check: its policy, its key source, its cost, which
+// no attempt could pass above the policy's capacity or any of its tiers',
+// and its tier source.
 func (r Rule) Validate() error {
 	errs := []error{r.Policy.Validate()}
 	if err := r.KeySource.Validate(); err != nil {
@@ -32,10 +42,52 @@ func (r Rule) Validate() error {
 		// in Go with none would guard nothing, silently.
 		errs = append(errs, fmt.Errorf("policy %q: no routes: a rule counts only the requests its routes match", r.Policy.Name))
 	}
-	if most := r.Policy.Capacity(); r.Cost < 0 || r.Cost > most {
-		errs = append(errs, fmt.Errorf("policy %q: cost %d is not from 1 to %d, the most one request can pass", r.Policy.Name, r.Cost, most))
+	if most := r.Policy.leastCapacity(); r.Cost < 0 || r.Cost > most {
+		errs = append(errs, fmt.Errorf("policy %q: cost %d is not from 1 to %d, the most one request can pass (under every tier)", r.Policy.Name, r.Cost, most))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, r.tierSourceErrors()...)...)
+}
+
+// tierSourceErrors are what is wrong with where r finds a request's
+// tier: both a claim and a header; a claim name no authorizer's claim
+// has (as KeySource checks one); a header name that is not an HTTP
+// field name; a source for a policy without tiers, which would pick
+// nothing.
+func (r Rule) tierSourceErrors() []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("policy %q: "+format, append([]any{r.Policy.Name}, args...)...))
+	}
+	switch {
+	case r.TierClaim != "" && r.TierHeader != "":
+		bad("a tier comes from a claim (%q) or a header (%q), not both", r.TierClaim, r.TierHeader)
+	case r.TierClaim != "":
+		if err := (KeySource{Kind: KeyFromClaim, Claim: r.TierClaim}).Validate(); err != nil {
+			bad("tier %v", err)
+		}
+	case r.TierHeader != "":
+		if !fieldName(r.TierHeader) {
+			bad("tier header %q is not 1 to 128 letters, digits and !#$%%&'*+-.^_`|~", r.TierHeader)
+		}
+	}
+	if (r.TierClaim != "" || r.TierHeader != "") && len(r.Policy.Tiers) == 0 {
+		bad("a tier source, but no tiers to choose from")
+	}
+	return errs
+}
+
+// fieldName reports whether s is an HTTP field name (RFC 9110's token),
+// at most 128 characters.
+func fieldName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateRules reports what is wrong with rules as one configuration:

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -54,6 +53,10 @@ type Charge struct {
 	// Cost is how many requests the attempt counts as under the policy;
 	// zero means 1.
 	Cost int64
+	// Tier is the tier the request names: the policy's tier of that name
+	// sets its limit and burst; none, or a name the policy does not list,
+	// leaves the policy's own (see Tier).
+	Tier string
 }
 
 // units is c's cost: Cost, or 1 when it is not set.
@@ -69,22 +72,6 @@ type Attempt struct {
 	// Route and RequestID go into the audit record of an allowed attempt.
 	Route     string
 	RequestID string
-}
-
-// Validate reports what is wrong with a's charges, or nil.
-func (a Attempt) Validate() error {
-	if len(a.Charges) == 0 {
-		return errors.New("an attempt has no charges")
-	}
-	for _, c := range a.Charges {
-		if err := c.Policy.Validate(); err != nil {
-			return err
-		}
-		if c.Cost < 0 || c.Cost > MaxLimit {
-			return refuse(ErrInvalidCost, "%d is not from 1 to %d", c.Cost, int64(MaxLimit))
-		}
-	}
-	return nil
 }
 
 // Pruned reports what a Prune deleted: expired window counters, GCRA

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/envconfig"
 	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/stores"
@@ -135,7 +138,36 @@ func describe(r limiter.Rule) string {
 	if p.Shadow {
 		shadow = " shadow"
 	}
-	return fmt.Sprintf("%s: %d per %v, %s, key %s, routes %v%s", p.Name, p.Limit, p.Window, kind, envconfig.KeySourceString(r.KeySource), r.Routes, shadow)
+	return fmt.Sprintf("%s: %d per %v, %s, key %s, routes %v%s%s", p.Name, p.Limit, p.Window, kind, envconfig.KeySourceString(r.KeySource), r.Routes, describeTiers(r), shadow)
+}
+
+// describeTiers says what a rule's tiers allow, smallest limit first, and
+// where a request names its tier: ", tiers pro 1000 (burst 200),
+// enterprise 10000 by claim plan"; nothing for a rule without tiers.
+func describeTiers(r limiter.Rule) string {
+	p := r.Policy
+	if len(p.Tiers) == 0 {
+		return ""
+	}
+	names := slices.SortedFunc(maps.Keys(p.Tiers), func(a, b string) int {
+		return cmp.Or(cmp.Compare(p.Tiers[a].Limit, p.Tiers[b].Limit), cmp.Compare(a, b))
+	})
+	tiers := make([]string, len(names))
+	for i, name := range names {
+		t := decide.Tiered(p, name)
+		tiers[i] = fmt.Sprintf("%s %d", name, t.Limit)
+		if p.Algorithm == limiter.GCRA {
+			tiers[i] += fmt.Sprintf(" (burst %d)", t.Capacity())
+		}
+	}
+	by := "by POST /check's \"tier\" only"
+	switch {
+	case r.TierClaim != "":
+		by = "by claim " + r.TierClaim
+	case r.TierHeader != "":
+		by = "by header " + r.TierHeader
+	}
+	return ", tiers " + strings.Join(tiers, ", ") + " " + by
 }
 
 func retention(s stores.Config) string {

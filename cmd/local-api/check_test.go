@@ -59,3 +59,24 @@ func TestCheckListsABadRouteUnderPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPrintsEachPolicysTiers: -check lists a policy's tiers,
+// smallest limit first, with a GCRA tier's burst, and where a request
+// names its tier; a policy without tiers reads as before.
+func TestCheckPrintsEachPolicysTiers(t *testing.T) {
+	code, out := checkOut(map[string]string{"DB_PATH": t.TempDir() + "/rl.db", "POLICIES": `[
+		{"name": "api", "limit": 100, "window": "60s", "algorithm": "gcra", "tiers": {"enterprise": {"limit": 10000, "burst": 500}, "pro": {"limit": 1000, "burst": 200}}, "tier": {"source": "claim", "claim": "plan"}},
+		{"name": "quota", "limit": 10, "window": "1d", "routes": ["POST /check"], "tiers": {"pro": {"limit": 100}}},
+		{"name": "edge", "limit": 5, "window": "1s", "tiers": {"b": {"limit": 7}, "a": {"limit": 7}}, "tier": {"source": "header", "header": "X-Plan"}},
+		{"name": "daily", "limit": 1000, "window": "1d"}]`})
+	for _, want := range []string{
+		"  api: 100 per 1m0s, gcra, burst 100, key header, routes [/ping], tiers pro 1000 (burst 200), enterprise 10000 (burst 500) by claim plan\n",
+		"  quota: 10 per 24h0m0s, fixed window, key header, routes [POST /check], tiers pro 100 by POST /check's \"tier\" only\n",
+		"  edge: 5 per 1s, fixed window, key header, routes [/ping], tiers a 7, b 7 by header X-Plan\n",
+		"  daily: 1000 per 24h0m0s, fixed window, key header, routes [/ping]\n",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("exit %d, want it to print %q:\n%s", code, want, out)
+		}
+	}
+}

@@ -246,14 +246,16 @@ func startDraining(t *testing.T, dir string, env ...string) string {
 // contractPolicies are the servers' policies: two enforced ones on /ping
 // of host 127.0.0.1, so that the third request there is a 429, and several
 // bodies list several policies; a GCRA one on POST /check, for "burst";
-// a shadow on both, for "shadow"; and one on /ping of host signed.test
-// keyed on a claim, which the local server never has: a 401. A /ping of
-// any other host is counted by none.
+// a shadow on both, for "shadow"; one with tiers on both, picked by the
+// X-Plan header, for "tier"; and one on /ping of host signed.test keyed
+// on a claim, which the local server never has: a 401. A /ping of any
+// other host is counted by none.
 const contractPolicies = `POLICIES=[` +
 	`{"name":"ping","limit":3,"window":"30d","routes":["GET 127.0.0.1/ping"]},` +
 	`{"name":"burst","limit":2,"window":"30d","algorithm":"sliding","routes":["GET 127.0.0.1/ping"]},` +
 	`{"name":"tokens","limit":10,"window":"1m","algorithm":"gcra","burst":3,"routes":["POST /check"]},` +
 	`{"name":"audit","limit":1,"window":"30d","shadow":true,"routes":["GET 127.0.0.1/ping","POST /check"]},` +
+	`{"name":"plans","limit":3,"window":"30d","tiers":{"pro":{"limit":5}},"tier":{"source":"header","header":"X-Plan"},"routes":["GET 127.0.0.1/ping","POST /check"]},` +
 	`{"name":"signed","limit":5,"window":"30d","key":"claim:sub","routes":["GET signed.test/ping"]}]`
 
 // TestResponsesMatchTheOpenAPIDocument runs the local server with the
@@ -276,6 +278,7 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		{method: "GET", target: "/ping", header: key("alice"), want: 200},
 		{method: "GET", target: "/ping", header: key("alice"), want: 200},
 		{method: "GET", target: "/ping", header: key("alice"), want: 429},
+		{method: "GET", target: "/ping", header: map[string]string{"X-Client-Key": "paid", "X-Plan": "pro"}, want: 200},
 		{method: "GET", target: "/ping", header: host("uncounted.test"), want: 200},
 		{method: "GET", target: "/ping", header: host("signed.test"), want: 401},
 		{method: "GET", target: "/ping", header: key(long), want: 400},
@@ -286,6 +289,9 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		{method: "GET", target: "/status?key=alice", want: 200},
 		{method: "GET", target: "/status?key=alice&policy=ping", want: 200},
 		{method: "GET", target: "/status?key=alice&policy=tokens", want: 200},
+		{method: "GET", target: "/status?key=alice&tier=pro", want: 200},
+		{method: "GET", target: "/status?key=alice&policy=plans&tier=pro", want: 200},
+		{method: "GET", target: "/status?key=a&tier=pro&tier=x", want: 400},
 		{method: "GET", target: "/status", want: 400},
 		{method: "GET", target: "/status?key=", want: 400},
 		{method: "GET", target: "/status?key=a&key=b", want: 400},
@@ -300,6 +306,9 @@ func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		{method: "POST", target: "/check", body: `{"key":"dave","cost":3,"policies":["ping"]}`, want: 200},
 		{method: "POST", target: "/check", body: `{"key":"dave","cost":3,"policies":["ping"]}`, want: 200},
 		{method: "POST", target: "/check", body: `{"key":"erin","cost":1e0,"policies":["ping","burst","tokens","audit","signed"]}`, want: 200},
+		{method: "POST", target: "/check", body: `{"key":"frank","cost":5,"policies":["plans"],"tier":"pro"}`, want: 200},
+		{method: "POST", target: "/check", body: `{"key":"a","tier":null}`, want: 400},
+		{method: "POST", target: "/check", body: `{"key":"a","tier":1}`, want: 400},
 		{method: "POST", target: "/check", body: `{}`, want: 400},
 		{method: "POST", target: "/check", body: `{"key":"a","cost":0}`, want: 400},
 		{method: "POST", target: "/check", body: `{"key":"a","cost":4}`, want: 400}, // over tokens' burst

@@ -39,6 +39,28 @@ func bucket(p limiter.Policy, now time.Time, st State) time.Time {
 	return now.Add(time.Duration(math.Round(min(owed, float64(p.Capacity())*float64(t)))))
 }
 
+// unrescaled is u, the standing of a bucket that bucket rescaled from st
+// (a TAT written at another rate), with the wait it really has: until a
+// request moves it, the TAT st holds drains at the rate it was written
+// with, so the bucket is whole again at st.TAT, and an attempt of cost
+// fits once st holds back at most Capacity - cost of its own emissions.
+// Read at p's rate instead, the wait would be too short where the rate
+// fell (a client told to come back in one emission is denied again) and
+// too long where it rose. A bucket written at p's rate is u as it is.
+func unrescaled(u limiter.Usage, p limiter.Policy, now time.Time, st State, cost int64) limiter.Usage {
+	if st.Emission <= 0 || st.Emission == Emission(p) || !st.TAT.After(now) {
+		return u
+	}
+	var n int64 // of st's emissions the bucket may still hold back
+	if u.Remaining < cost && cost <= p.Capacity() {
+		n = p.Capacity() - cost
+	}
+	owed := float64(st.TAT.Sub(now)) / float64(st.Emission)
+	u.ResetAfter = wholeSeconds(time.Duration(max(owed-float64(n), 0) * float64(st.Emission)))
+	u.Reset = now.Add(u.ResetAfter)
+	return u
+}
+
 // gcraFits reports whether an attempt of cost at now fits a bucket whose
 // TAT is tat, and the TAT it leaves if it is let through.
 func gcraFits(p limiter.Policy, now, tat time.Time, cost int64) (bool, time.Time) {

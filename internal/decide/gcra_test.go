@@ -72,8 +72,11 @@ func TestGCRAPoliciesAreChecked(t *testing.T) {
 // the new rate, and 990 pass at once, as a window's count of 10 under a
 // raised limit leaves 990. Read in the old rate's time, the TAT would
 // keep the key waiting for most of a minute for one request. Lowered
-// again, a bucket is at most full: the key waits one emission, not the
-// hours its 1000 emissions would take at 10 a minute.
+// again, a bucket is at most full, not the hours its 1000 emissions would
+// take at 10 a minute; but until a request moves it, the TAT drains at
+// the rate it was written with, so the key is told the wait that is
+// true: until it holds back 9 of its 60 ms emissions, 59.46 s, not one
+// slow emission (6 s, after which it would be denied again).
 func TestAChangedRateRescalesTheBucket(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	slow := limiter.Policy{Name: "tokens", Limit: 10, Window: time.Minute, Algorithm: limiter.GCRA}
@@ -89,8 +92,20 @@ func TestAChangedRateRescalesTheBucket(t *testing.T) {
 	}
 	drained := decide.State{TAT: now.Add(time.Minute), Emission: decide.Emission(fast)} // 1000 emissions of 60 ms
 	d = decide.Decide(limiter.Attempt{Charges: []limiter.Charge{{Policy: slow, Key: "k"}}, Now: now}, []decide.State{drained}).Decisions[0]
-	if d.Allowed || d.ResetAfter != decide.Emission(slow) {
-		t.Errorf("lowered to 10/min: allowed %v, reset after %v; want denied for one emission, %v", d.Allowed, d.ResetAfter, decide.Emission(slow))
+	if d.Allowed || d.ResetAfter != time.Minute {
+		t.Errorf("lowered to 10/min: allowed %v, reset after %v; want denied for 1m0s (59.46 s, rounded up)", d.Allowed, d.ResetAfter)
+	}
+	for _, tc := range []struct {
+		at      time.Duration
+		allowed bool
+	}{{6 * time.Second, false}, {59*time.Second + 450*time.Millisecond, false}, {59*time.Second + 460*time.Millisecond, true}} {
+		d := decide.Decide(limiter.Attempt{Charges: []limiter.Charge{{Policy: slow, Key: "k"}}, Now: now.Add(tc.at)}, []decide.State{drained}).Decisions[0]
+		if d.Allowed != tc.allowed {
+			t.Errorf("lowered, %v later: allowed %v, want %v", tc.at, d.Allowed, tc.allowed)
+		}
+	}
+	if u := decide.Usage(fast, "k", now, full); u.ResetAfter != time.Minute {
+		t.Errorf("/status after the raise: whole again in %v, want 1m0s, when the slow TAT has drained", u.ResetAfter)
 	}
 	// A TAT written with the policy's own rate, or by a store that keeps
 	// no rate, is read as it is.

@@ -104,7 +104,9 @@ func decisions(a limiter.Attempt, states []State) Outcome {
 	return o
 }
 
-// decideCheck decides one check from its state, as if it alone applied.
+// decideCheck decides one check from its state, as if it alone applied:
+// c's policy is the effective one (Effective), and the decision names the
+// tier c is judged under (TierOf).
 func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
 	p, cost := c.Policy, Units(c)
 	d := Decision{Decision: limiter.Decision{Cost: cost}, state: st}
@@ -117,6 +119,9 @@ func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
 			d.TAT, d.Moved = next, true
 		}
 		d.Usage = gcraStanding(p, c.Key, now, d.TAT, cost)
+		if !d.Allowed {
+			d.Usage = unrescaled(d.Usage, p, now, st, cost)
+		}
 	case limiter.Sliding:
 		d.Allowed = weighted(p, now, st.Cur, st.Prev) <= float64(p.Limit)+1e-9
 		d.Usage = Usage(p, c.Key, now, st)
@@ -127,6 +132,7 @@ func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
 		d.Allowed = st.Cur <= p.Limit
 		d.Usage = Usage(p, c.Key, now, st)
 	}
+	d.Tier = TierOf(c)
 	return d
 }
 
@@ -140,7 +146,8 @@ func (o *Outcome) settle(now time.Time) {
 		if d.Moved {
 			tat := bucket(d.Policy, now, d.state)
 			o.Decisions[i].TAT, o.Decisions[i].Moved = tat, false
-			o.Decisions[i].Usage = gcraStanding(d.Policy, d.Key, now, tat, d.Cost)
+			o.Decisions[i].Usage = unrescaled(gcraStanding(d.Policy, d.Key, now, tat, d.Cost), d.Policy, now, d.state, d.Cost)
+			o.Decisions[i].Tier = d.Tier
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 // of the window before it, or a GCRA policy's TAT.
 func Usage(p limiter.Policy, key string, now time.Time, st State) limiter.Usage {
 	if p.Algorithm == limiter.GCRA {
-		return gcraUsage(p, key, now, bucket(p, now, st))
+		return unrescaled(gcraUsage(p, key, now, bucket(p, now, st)), p, now, st, 1)
 	}
 	cur, prev := st.Cur, st.Prev
 	start := WindowStart(now, p.Window)

@@ -19,6 +19,7 @@ func FuzzPolicies(f *testing.F) {
 		`[{"name":"ping","limit":3,"window":"60s"}]`,
 		`[{"name":"ping","limit":100,"window":"60s"},{"name":"burst","limit":5,"window":"1s","algorithm":"sliding"},{"name":"daily","limit":10000,"window":"1d","key":"source-ip","shadow":true}]`,
 		`[{"name":"q","limit":1,"window":"30d","key":"claim:sub","routes":["/ping"]}]`,
+		`[{"name":"api","limit":100,"window":"60s","algorithm":"gcra","tiers":{"pro":{"limit":1000,"burst":200},"enterprise":{"limit":10000}},"tier":{"source":"claim","claim":"plan"}}]`,
 		`[{"name":"a","limit":"3"}]`, `[]`, `{}`, `[[]]`, `[{"name":"a","limit":1,"window":"1s"}] x`,
 	} {
 		f.Add(seed)

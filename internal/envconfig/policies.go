@@ -34,17 +34,39 @@ type ruleJSON struct {
 	Routes    []string `json:"routes"`
 	Cost      *int64   `json:"cost"`
 	Shadow    bool     `json:"shadow"`
+	// Tiers and Tier are read member by member (tiersOf, tierSourceOf),
+	// as strictly as the policy itself.
+	Tiers json.RawMessage `json:"tiers"`
+	Tier  json.RawMessage `json:"tier"`
+}
+
+// tierJSON is one tier of a POLICIES element's "tiers".
+type tierJSON struct {
+	Limit int64  `json:"limit"`
+	Burst *int64 `json:"burst"`
+}
+
+// tierSourceJSON is a POLICIES element's "tier": where a request names
+// its tier.
+type tierSourceJSON struct {
+	Source string `json:"source"`
+	Claim  string `json:"claim"`
+	Header string `json:"header"`
 }
 
 // ParseRules reads POLICIES: a JSON array of {"name", "limit", "window",
-// "algorithm", "burst", "key", "routes", "cost", "shadow"}. window is a
-// duration ("60s", "24h") or days ("30d"); algorithm is fixed (default),
-// sliding or gcra, and burst, for gcra only, how many may pass at once
-// (default: limit); key a CLIENT_KEY_SOURCE (default: defaultKey); routes
-// are ServeMux patterns, default [DefaultRoute]; cost what each request
-// counts as, default 1. A policy named DefaultPolicyName keeps the seed's
-// counters, under the client key exactly; the others' are namespaced by
-// their names. Every problem is reported, in the JSON's terms.
+// "algorithm", "burst", "key", "routes", "cost", "shadow", "tiers",
+// "tier"}. window is a duration ("60s", "24h") or days ("30d"); algorithm
+// is fixed (default), sliding or gcra, and burst, for gcra only, how many
+// may pass at once (default: limit); key a CLIENT_KEY_SOURCE (default:
+// defaultKey); routes are ServeMux patterns, default [DefaultRoute]; cost
+// what each request counts as, default 1. tiers are usage plans by name,
+// each {"limit", "burst"} (burst for gcra only, default: the tier's
+// limit), and tier where a request names its plan: {"source": "claim",
+// "claim": NAME} or {"source": "header", "header": NAME}. A policy named
+// DefaultPolicyName keeps the seed's counters, under the client key
+// exactly; the others' are namespaced by their names. Every problem is
+// reported, in the JSON's terms.
 func ParseRules(v string, defaultKey limiter.KeySource) ([]limiter.Rule, error) {
 	var elems []json.RawMessage
 	if err := json.Unmarshal([]byte(v), &elems); err != nil {
@@ -127,7 +149,83 @@ func (r ruleJSON) rule(defaultKey limiter.KeySource) (limiter.Rule, []error) {
 			bad("a route is empty")
 		}
 	}
-	return limiter.Rule{Policy: p, KeySource: ks, Routes: slices.Clone(routes), Cost: cost}, errs
+	rule := limiter.Rule{Policy: p, KeySource: ks, Routes: slices.Clone(routes), Cost: cost}
+	if r.Tiers != nil {
+		var problems []error
+		rule.Policy.Tiers, problems = tiersOf(r.Name, r.Tiers)
+		errs = append(errs, problems...)
+	}
+	if r.Tier != nil {
+		var err error
+		if rule.TierClaim, rule.TierHeader, err = tierSourceOf(r.Tier); err != nil {
+			bad("tier: %v", err)
+		}
+	}
+	return rule, errs
+}
+
+// tiersOf reads a policy's "tiers": an object of tiers by name, each
+// {"limit", "burst"}, a name at most once. The limits and bursts are
+// limiter.Policy.Validate's to check, with the policy's; what JSON can
+// get wrong is reported here, each problem naming its tier.
+func tiersOf(policy string, raw json.RawMessage) (map[string]limiter.Tier, []error) {
+	names, values, err := strictjson.Members(raw)
+	if err != nil {
+		return nil, []error{fmt.Errorf(`policy %q: tiers: %s; tiers are an object of tiers by name, {"pro": {"limit": 1000}}`, policy, tierJSONProblem(err))}
+	}
+	if len(names) == 0 {
+		return nil, []error{fmt.Errorf("policy %q: tiers is empty; leave it out for none", policy)}
+	}
+	var errs []error
+	tiers := make(map[string]limiter.Tier, len(names))
+	for i, name := range names {
+		var t tierJSON
+		if err := strictjson.Decode(values[i], &t); err != nil {
+			errs = append(errs, fmt.Errorf("policy %q tier %q: %s", policy, name, tierJSONProblem(err)))
+			continue
+		}
+		tier := limiter.Tier{Limit: t.Limit} // none is 0, which Validate refuses as a policy's
+		if t.Burst != nil {
+			if tier.Burst = *t.Burst; tier.Burst < 1 {
+				errs = append(errs, fmt.Errorf("policy %q tier %q: burst %d is below 1", policy, name, tier.Burst))
+				tier.Burst = 0 // reported; check the rest
+			}
+		}
+		tiers[name] = tier
+	}
+	return tiers, errs
+}
+
+// tierSourceOf reads a policy's "tier": where a request names its tier,
+// as the claim or header name it gives (at most one is set).
+func tierSourceOf(raw json.RawMessage) (claim, header string, err error) {
+	var s tierSourceJSON
+	if err := strictjson.Decode(raw, &s); err != nil {
+		return "", "", errors.New(tierJSONProblem(err))
+	}
+	switch s.Source {
+	case "claim":
+		if s.Claim == "" || s.Header != "" {
+			return "", "", errors.New(`a claim source names its claim, and no header: {"source": "claim", "claim": "plan"}`)
+		}
+		return s.Claim, "", nil
+	case "header":
+		if s.Header == "" || s.Claim != "" {
+			return "", "", errors.New(`a header source names its header, and no claim: {"source": "header", "header": "X-Plan"}`)
+		}
+		return "", s.Header, nil
+	}
+	return "", "", fmt.Errorf(`source %q is not claim or header`, s.Source)
+}
+
+// tierJSONProblem is jsonProblem for a tier or a tier source, where an
+// object is not a policy.
+func tierJSONProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) && typ.Field == "" {
+		return fmt.Sprintf("found %s where an object belongs", typ.Value)
+	}
+	return jsonProblem(err)
 }
 
 // jsonProblem says what is wrong with a POLICIES value in its terms, not
@@ -149,6 +247,10 @@ func jsonProblem(err error) string {
 		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
 	}
 	var member *strictjson.MemberError
+	if errors.As(err, &member) && member.Name == "window_seconds" && !member.Twice {
+		// The issue's and other limiters' spelling: POLICIES has one.
+		return `unknown member "window_seconds": POLICIES writes a window as "window", a duration such as "60s" or "30d"`
+	}
 	if errors.As(err, &member) {
 		return member.Error()
 	}

@@ -73,15 +73,20 @@ func New(s limiter.Store, size int) *Cache {
 	return &Cache{Store: s, size: size, denied: map[string]denial{}}
 }
 
-// signature names an attempt's charges: each policy's store key and window
-// length. It leaves the windows out, so that a denial by a long policy is
-// remembered while a short policy beside it moves on to new windows.
+// signature names an attempt's charges: each policy's store key, window
+// length and tier (as decide.TierOf names it: a configured name or none).
+// It leaves the windows out, so that a denial by a long policy is
+// remembered while a short policy beside it moves on to new windows. The
+// tier keeps a key that moved to a bigger tier from being denied by what
+// was remembered of its old one.
 func signature(a limiter.Attempt) string {
 	var b strings.Builder
 	for _, c := range a.Charges {
 		b.WriteString(decide.StoreKey(c.Policy, c.Key))
 		b.WriteByte(0)
 		b.WriteString(strconv.FormatInt(decide.WindowSeconds(c.Policy), 10))
+		b.WriteByte(0)
+		b.WriteString(decide.TierOf(c))
 		b.WriteByte(0)
 	}
 	return b.String()
@@ -160,7 +165,7 @@ func (m denial) recall(a limiter.Attempt) (decide.Outcome, bool) {
 	b := a
 	b.Charges = make([]limiter.Charge, len(a.Charges))
 	for i, ch := range a.Charges {
-		b.Charges[i] = limiter.Charge{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost}
+		b.Charges[i] = limiter.Charge{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost, Tier: ch.Tier}
 	}
 	o := decide.Decide(b, states)
 	if o.Allowed {
@@ -222,9 +227,9 @@ func (c *Cache) Reset(ctx context.Context, p limiter.Policy, key string, now tim
 }
 
 // forget drops every remembered denial of an attempt that counted under
-// storeKey. A signature is store keys and window lengths, each ended by a
-// NUL, which no store key holds; a window length that reads like the
-// store key only makes it forget more, which is safe.
+// storeKey. A signature is store keys, window lengths and tiers, each
+// ended by a NUL, which no store key holds; a window length or tier that
+// reads like the store key only makes it forget more, which is safe.
 func (c *Cache) forget(storeKey string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -261,3 +261,37 @@ func TestRejectCacheForgetsADenialThatCrossedAReset(t *testing.T) {
 		t.Errorf("after the reset: %+v, %v; want allowed by the store", o, err)
 	}
 }
+
+// TestAKeyThatChangesTierIsAskedAgain: a key denied on the free tier
+// (limit 2) and remembered is denied from memory while it stays free;
+// once its requests name pro (limit 5), the store decides them under
+// pro's limit, where the remembered free denial would have turned them
+// away. A tier the policy does not list is the free one's.
+func TestAKeyThatChangesTierIsAskedAgain(t *testing.T) {
+	store := sqlitetest.Open(t, sqlite.Config{})
+	c := rejectcache.New(store, 0)
+	p := limiter.Policy{Name: "ping", Limit: 2, Window: time.Minute, Tiers: map[string]limiter.Tier{"pro": {Limit: 5}}}
+	ctx := context.Background()
+	try := func(tier string) remembered {
+		t.Helper()
+		a := storetest.One(p, "upgrader", t0, "", "")
+		a.Charges[0].Tier = tier
+		o, err := allow(ctx, c, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return remembered{o.Decisions[0].Decision, o.FromMemory}
+	}
+	for range 2 {
+		try("")
+	}
+	if d := try(""); d.Allowed || d.FromMemory {
+		t.Fatalf("3rd on free: %+v, want denied by the store", d)
+	}
+	if d := try("unlisted"); d.Allowed || !d.FromMemory {
+		t.Errorf("a tier not listed: %+v, want the free tier's denial from memory", d)
+	}
+	if d := try("pro"); !d.Allowed || d.FromMemory || d.Tier != "pro" || d.Count != 4 || d.Policy.Limit != 5 {
+		t.Errorf("on pro: %+v, want allowed by the store under pro's 5, at count 4 (the denial from memory was not counted)", d)
+	}
+}

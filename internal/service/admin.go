@@ -3,11 +3,14 @@ package service
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -156,8 +159,13 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 	if err := o.Validate(t.policy); err != nil {
 		return badAdmin(err.Error())
 	}
-	if cost := a.ruleCost(t.policy.Name); t.policy.With(&o).Capacity() < cost {
-		return badAdmin(fmt.Sprintf("under %q each request costs %d, more than the override would ever let through at once, %d", t.policy.Name, cost, t.policy.With(&o).Capacity()))
+	cost := a.ruleCost(t.policy.Name)
+	if most, tier := overrideCapacity(t.policy, o); most < cost {
+		under := ""
+		if tier != "" {
+			under = " under tier " + tier
+		}
+		return badAdmin(fmt.Sprintf("under %q each request costs %d, more than the override would ever let through at once%s, %d", t.policy.Name, cost, under, most))
 	}
 	before, err := a.opts.Store.SetOverride(req.r.Context(), t.policy, t.key, o)
 	if err != nil {
@@ -200,6 +208,19 @@ func (a *API) resetCounters(req *request, t adminTarget) error {
 	}
 	a.audit(req, t, "reset counters", map[string]any{"count": before.Count, "remaining": before.Remaining}, map[string]any{"count": 0})
 	return req.noContent()
+}
+
+// overrideCapacity is the least capacity o leaves p's keys, under p's own
+// limit or any of its tiers (an override keeps the tier's burst when it
+// sets none), and the tier it is least under ("" for the policy's own).
+func overrideCapacity(p limiter.Policy, o limiter.Override) (int64, string) {
+	least, tier := p.With(&o).Capacity(), ""
+	for _, name := range slices.Sorted(maps.Keys(p.Tiers)) {
+		if c := decide.Tiered(p, name).With(&o).Capacity(); c < least {
+			least, tier = c, name
+		}
+	}
+	return least, tier
 }
 
 // ruleCost is what one request costs under the policy named name, by its

@@ -326,3 +326,38 @@ func TestAFailedOverrideWriteLogsItsBeforeAsUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminOverridesUnderTiers: an override that sets no burst keeps the
+// burst of a key's tier, or, for a tier without one, has its own limit as
+// the burst. So it is checked under every tier: an override of 5 leaves
+// the policy's own bucket of 10, but tier big's at 5, short of the rule's
+// cost of 6: refused, naming the tier; with a burst of 6 it is taken. One
+// that would make an invalid policy under a tier (a bucket of 1300
+// emissions of 30 days) is refused too.
+func TestAdminOverridesUnderTiers(t *testing.T) {
+	rules := append(adminRules(),
+		limiter.Rule{Routes: []string{"POST /batch"}, Cost: 6, Policy: limiter.Policy{Name: "batch", Limit: 60, Window: time.Minute, Namespace: "batch",
+			Algorithm: limiter.GCRA, Burst: 10, Tiers: map[string]limiter.Tier{"big": {Limit: 600}}}},
+		limiter.Rule{Routes: []string{"POST /slow"}, Policy: limiter.Policy{Name: "slow", Limit: 1, Window: 30 * 24 * time.Hour, Namespace: "slow",
+			Algorithm: limiter.GCRA, Tiers: map[string]limiter.Tier{"pro": {Limit: 100, Burst: 1300}}}})
+	f := newFixture(t, service.Options{Rules: rules, Routes: []string{service.RouteAdmin}})
+	for target, want := range map[string]string{
+		"/admin/overrides/batch/bob": `under "batch" each request costs 6, more than the override would ever let through at once under tier big, 5`,
+		"/admin/overrides/slow/bob":  `policy "slow" under tier "pro": a burst of 1300 every 720h0m0s would take more than a century to drain`,
+	} {
+		body := `{"limit": 5}`
+		if strings.Contains(target, "slow") {
+			body = `{"limit": 1}`
+		}
+		p := wantProblem(t, f.send(t, "PUT", target, body), 400, service.TypeInvalidRequest, target)
+		if d, _ := p["detail"].(string); !strings.Contains(d, want) {
+			t.Errorf("PUT %s %s: %q, want it to say %q", target, body, d, want)
+		}
+	}
+	if w := f.send(t, "PUT", "/admin/overrides/batch/bob", `{"limit": 5, "burst": 6}`); w.Code != 200 {
+		t.Errorf("an override with a burst of the rule's cost: %d %s", w.Code, w.Body)
+	}
+	if w := f.send(t, "PUT", "/admin/overrides/slow/bob", `{"limit": 1, "burst": 1}`); w.Code != 200 {
+		t.Errorf("an override with a burst of its own: %d %s", w.Code, w.Body)
+	}
+}

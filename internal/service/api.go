@@ -40,9 +40,10 @@ const (
 // Metrics records what the API decides; *metrics.EMF writes it as
 // CloudWatch Embedded Metric Format lines.
 type Metrics interface {
-	// Decision records one policy's decision of one request, and how long
-	// the store took (metrics.NoLatency for a decision made from memory).
-	Decision(at time.Time, policy, route, decision string, latency time.Duration)
+	// Decision records one policy's decision of one request under a tier
+	// (a configured tier's name, or "default"), and how long the store
+	// took (metrics.NoLatency for a decision made from memory).
+	Decision(at time.Time, policy, tier, route, decision string, latency time.Duration)
 	// StoreError records a request the store failed to decide, with the
 	// failure's class (fault.Class).
 	StoreError(at time.Time, route, fault string)
@@ -64,6 +65,12 @@ type KeyFunc func(*http.Request) (string, error)
 // counted (limiter.ValidateCosts).
 type CostFunc func(*http.Request) (int64, error)
 
+// A TierFunc says which of a policy's tiers a request is on (a plan
+// looked up by its API key, say): a name the policy does not list, or "",
+// is the default tier. An error that is a *Problem is answered as it is;
+// any other is logged, and the request gets the default tier.
+type TierFunc func(*http.Request) (string, error)
+
 // Options configure an API or the engine's Middleware; every field
 // applies to both, but Routes, the API's own routes.
 type Options struct {
@@ -76,6 +83,9 @@ type Options struct {
 	// function of the request instead of its KeySource and Cost.
 	Keys  map[string]KeyFunc
 	Costs map[string]CostFunc
+	// Tiers, by policy name, find a policy's tier with a function of the
+	// request instead of its rule's TierClaim or TierHeader.
+	Tiers map[string]TierFunc
 	// Metrics receives what is decided; nil records nothing.
 	Metrics Metrics
 	// FailMode says what a request gets when the store fails.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -21,6 +22,7 @@ type checkRequest struct {
 	Key      *string         `json:"key"`
 	Cost     json.RawMessage `json:"cost"`
 	Policies *[]string       `json:"policies"`
+	Tier     *string         `json:"tier"`
 }
 
 // checkBody is POST /check's answer, 200 for both outcomes: the limited
@@ -45,12 +47,16 @@ type checkPolicyBody struct {
 	ResetSeconds *int64 `json:"reset_seconds"`
 	Denied       bool   `json:"denied"`
 	Shadow       bool   `json:"shadow,omitempty"`
+	// Tier is the tier in force, for a policy with tiers ("default" for
+	// the policy's own limit).
+	Tier string `json:"tier,omitempty"`
 }
 
 // check decides, for a service in any language, whether its client key
-// may proceed at a cost: POST /check {"key", "cost", "policies"}. The key
-// comes from the body alone: the caller is trusted to name it (the route
-// is IAM-authorized when deployed). Without "policies", every policy whose
+// may proceed at a cost: POST /check {"key", "cost", "policies", "tier"}.
+// The key and the tier come from the body alone: the caller is trusted to
+// name them (the route is IAM-authorized when deployed); a tier that a
+// policy does not list is that policy's own limit. Without "policies", every policy whose
 // routes match POST /check applies. The cost is counted under each policy
 // in one transaction, denied or not, as /ping counts its 1.
 func (a *API) check(req *request) error {
@@ -81,6 +87,7 @@ func (a *API) check(req *request) error {
 		body.Policies = append(body.Policies, checkPolicyBody{
 			Name: d.Policy.Name, Algorithm: d.Policy.Algorithm.String(), Limit: d.Policy.Limit, Burst: burstOf(d.Policy),
 			Remaining: &remaining, ResetSeconds: &reset, Denied: !d.Allowed && !d.Policy.Shadow, Shadow: d.Policy.Shadow,
+			Tier: tierLabel(d.Usage),
 		})
 	}
 	return req.ok(body)
@@ -116,7 +123,11 @@ func (a *API) checkRequest(req *request, in checkRequest) (limiter.Request, erro
 			return limiter.Request{}, badCheck(`no policy guards POST /check: name "policies"`)
 		}
 	}
-	return limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names,
+	var tier string
+	if in.Tier != nil {
+		tier = *in.Tier
+	}
+	return limiter.Request{Key: strings.Trim(*in.Key, " \t"), Cost: cost, Policies: names, Tier: tier,
 		At: req.now, Route: checkRoute, RequestID: req.caller.RequestID}, nil
 }
 
@@ -194,7 +205,8 @@ func (a *API) degradedCheck(r limiter.Request) checkBody {
 	body := checkBody{Allowed: true, Degraded: true, Key: r.Key, Cost: r.Cost}
 	for _, name := range r.Policies {
 		p, _ := a.policy(name)
-		body.Policies = append(body.Policies, checkPolicyBody{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Shadow: p.Shadow})
+		u := limiter.Usage{Policy: decide.Tiered(p, r.Tier), Tier: decide.TierOf(limiter.Charge{Policy: p, Tier: r.Tier})}
+		body.Policies = append(body.Policies, checkPolicyBody{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: u.Policy.Limit, Shadow: p.Shadow, Tier: tierLabel(u)})
 	}
 	return body
 }

@@ -34,6 +34,7 @@ func FuzzCheckBody(f *testing.F) {
 		`{"Key": "k"}`, `{"key": "k"}{"key": "k"}`, `{"key": "k"} `, `[]`, `null`, `""`, `{`, ``, `{"key": "k", "key": "j"}`,
 		`{"key": "k", "policies": ["trial"], "cost": 2}`, `{"key": "k", "cost": 1.0000000000000001}`, `{"key": "k", "cost": 1.00e2}`,
 		`{"key": "k", "cost": 1e-400}`, `{"key": "k", "cost": 1e9999999999999999999}`, `{"key": "k", "cost": 1e9223372036854775807}`, `{"key": "k", "policies": null}`, `{"key": "k", "cost": null}`,
+		`{"key": "k", "tier": "pro"}`, `{"key": "k", "tier": null}`, `{"key": "k", "tier": 1}`, `{"key": "k", "tier": "\u0000` + strings.Repeat("x", 300) + `"}`,
 	} {
 		f.Add(seed)
 	}

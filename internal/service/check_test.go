@@ -54,6 +54,7 @@ type checkAnswer struct {
 		ResetSeconds *int64 `json:"reset_seconds"`
 		Denied       bool   `json:"denied"`
 		Shadow       bool   `json:"shadow"`
+		Tier         string `json:"tier"`
 	} `json:"policies"`
 }
 

@@ -37,6 +37,7 @@ type rule struct {
 	mux  *http.ServeMux // the rule's routes, each a pattern of its own
 	key  KeyFunc        // nil: Rule.KeySource
 	cost CostFunc       // nil: Rule.Cost
+	tier TierFunc       // nil: Rule.TierClaim or Rule.TierHeader
 }
 
 // compileRoutes is a ServeMux of patterns. A pattern ServeMux refuses (it
@@ -126,7 +127,7 @@ func newEngine(opts Options) (*engine, error) {
 			errs = append(errs, fmt.Errorf("policy %q: %w", r.Policy.Name, err))
 		}
 		names[r.Policy.Name] = true
-		e.rules = append(e.rules, &rule{Rule: r, mux: mux, key: opts.Keys[r.Policy.Name], cost: opts.Costs[r.Policy.Name]})
+		e.rules = append(e.rules, &rule{Rule: r, mux: mux, key: opts.Keys[r.Policy.Name], cost: opts.Costs[r.Policy.Name], tier: opts.Tiers[r.Policy.Name]})
 	}
 	for name, f := range opts.Keys {
 		switch {
@@ -149,7 +150,28 @@ func newEngine(opts Options) (*engine, error) {
 			errs = append(errs, fmt.Errorf("policy %q has both a Cost and a CostFunc: say which", r.Policy.Name))
 		}
 	}
-	return e, errors.Join(errs...)
+	return e, errors.Join(append(errs, tierFuncErrors(opts)...)...)
+}
+
+// tierFuncErrors are what is wrong with opts.Tiers: a function for no
+// policy, or for one without tiers; a nil one; one beside the rule's own
+// TierClaim or TierHeader.
+func tierFuncErrors(opts Options) []error {
+	var errs []error
+	for name, f := range opts.Tiers {
+		i := slices.IndexFunc(opts.Rules, func(r limiter.Rule) bool { return r.Policy.Name == name })
+		switch {
+		case i < 0:
+			errs = append(errs, fmt.Errorf("Tiers names no policy: %q", name))
+		case f == nil:
+			errs = append(errs, fmt.Errorf("Tiers[%q] is nil", name))
+		case len(opts.Rules[i].Policy.Tiers) == 0:
+			errs = append(errs, fmt.Errorf("Tiers[%q]: the policy has no tiers to choose from", name))
+		case opts.Rules[i].TierClaim != "" || opts.Rules[i].TierHeader != "":
+			errs = append(errs, fmt.Errorf("policy %q has both a TierClaim or TierHeader and a tier function: say which", name))
+		}
+	}
+	return errs
 }
 
 // matching are the rules whose routes match r, in configuration order, and
@@ -202,10 +224,11 @@ func canonicalHost(host string) string {
 	return name
 }
 
-// chargesOf are what req is counted under, by rules: each rule's key and
-// cost. A shadow rule that cannot find its key (a claim it lacks, a key
-// that is not valid) is left out and named in the log line, where an
-// enforced one answers 400 or 401: a shadow must not change the answer.
+// chargesOf are what req is counted under, by rules: each rule's key,
+// cost and tier. A shadow rule that cannot find its key (a claim it
+// lacks, a key that is not valid) is left out and named in the log line,
+// where an enforced one answers 400 or 401: a shadow must not change the
+// answer.
 func (e *engine) chargesOf(req *request, rules []*rule) ([]limiter.Charge, error) {
 	charges := make([]limiter.Charge, 0, len(rules))
 	for _, rl := range rules {
@@ -214,6 +237,10 @@ func (e *engine) chargesOf(req *request, rules []*rule) ([]limiter.Charge, error
 		if err == nil {
 			cost, err = rl.costOf(req)
 		}
+		var tier string
+		if err == nil {
+			tier, err = rl.tierOf(req)
+		}
 		if err != nil && rl.Policy.Shadow {
 			req.shadowSkipped = append(req.shadowSkipped, rl.Policy.Name)
 			continue
@@ -221,7 +248,7 @@ func (e *engine) chargesOf(req *request, rules []*rule) ([]limiter.Charge, error
 		if err != nil {
 			return nil, err
 		}
-		charges = append(charges, limiter.Charge{Policy: rl.Policy, Key: key, Cost: cost})
+		charges = append(charges, limiter.Charge{Policy: rl.Policy, Key: key, Cost: cost, Tier: tier})
 	}
 	// A cost no policy could ever let through is refused by the store,
 	// which reads the key's overrides in the decision's transaction and
@@ -270,6 +297,39 @@ func (rl *rule) costOf(req *request) (int64, error) {
 	return cost, nil
 }
 
+// tierOf is the tier req names under the rule: its TierFunc's answer, or
+// the rule's TierClaim of the caller's claims, or its TierHeader's raw
+// value, trimmed; "" (the default tier) for a request that names none,
+// or a tier the policy does not list, so that only configured names go
+// further. A TierFunc's *Problem is answered as it is; any other error
+// is logged, and the request is counted under the default tier: a plan
+// that cannot be told is not the client's fault, and the default is what
+// a request without one gets.
+func (rl *rule) tierOf(req *request) (string, error) {
+	var name string
+	switch {
+	case rl.tier != nil:
+		t, err := rl.tier(req.r)
+		var p *Problem
+		switch {
+		case errors.As(err, &p):
+			return "", p
+		case err != nil:
+			req.funcErr = append(req.funcErr, fmt.Sprintf("tier of %s: %v", rl.Policy.Name, err))
+			return "", nil
+		}
+		name = t
+	case rl.TierClaim != "":
+		name = req.caller.Claims[rl.TierClaim]
+	case rl.TierHeader != "":
+		name = strings.Trim(req.caller.header(req.r, rl.TierHeader), " \t")
+	}
+	if _, ok := rl.Policy.Tiers[name]; !ok {
+		return "", nil
+	}
+	return name, nil
+}
+
 // allow counts req's attempt under charges at route, and decides it (see
 // decide).
 func (e *engine) allow(req *request, route string, charges []limiter.Charge) (limiter.Outcome, error) {
@@ -301,6 +361,7 @@ func (e *engine) decide(req *request, route, key string, ask func(context.Contex
 	}
 	req.outcome = &o
 	req.count, req.fromMemory = o.Decisions[0].Count, whole.FromMemory
+	req.tier = tierLabel(o.Decisions[0].Usage)
 	req.verdict = rejected
 	if o.Allowed {
 		req.verdict = allowed
@@ -313,7 +374,7 @@ func (e *engine) decide(req *request, route, key string, ask func(context.Contex
 			if whole.FromMemory {
 				took = metrics.NoLatency
 			}
-			e.opts.Metrics.Decision(req.now, d.Policy.Name, route, decisionName(d), took)
+			e.opts.Metrics.Decision(req.now, d.Policy.Name, tierName(d.Tier), route, decisionName(d), took)
 		}
 	}
 	return o, nil
@@ -351,6 +412,29 @@ func (e *engine) policy(name string) (limiter.Policy, bool) {
 		return r.Policy, true
 	}
 	return limiter.Policy{}, false
+}
+
+// defaultTier names the policy's own limit, where a tier's name goes:
+// responses, logs and metrics (limiter reserves the name).
+const defaultTier = "default"
+
+// tierName is tier as responses, logs and metrics name it: "default" for
+// the policy's own limit. A decision's tier is a configured name or "",
+// so a client cannot mint a value.
+func tierName(tier string) string {
+	if tier == "" {
+		return defaultTier
+	}
+	return tier
+}
+
+// tierLabel is u's tier as a response or log line tells it, for a policy
+// with tiers; "" (left out) for one without.
+func tierLabel(u limiter.Usage) string {
+	if len(u.Policy.Tiers) == 0 {
+		return ""
+	}
+	return tierName(u.Tier)
 }
 
 type requestKey struct{}

@@ -15,7 +15,8 @@ import (
 // fields, one list member per policy, and their widely used X-RateLimit
 // predecessors, which hold one policy: the enforced one with the fewest
 // requests left (the longest wait among equals). For each policy, q is its
-// limit (an override's, if the key has one) and w its window, r what is
+// limit (the tier's in force, or an override's, if the key has one) and w
+// its window, r what is
 // left of it and t when it is whole again: a fixed or sliding window's end,
 // or for GCRA, when the bucket has drained; with too little left for
 // another request of the same cost, t is when one fits.

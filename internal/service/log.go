@@ -37,10 +37,12 @@ const (
 )
 
 // line is a request's one log line: what it asked, what became of it,
-// under which key and policies, how long it took, and any store error with
-// its class. What the client chose is cut at maxLogged.
+// under which key, tier and policies, how long it took, and any store
+// error with its class. What the client chose is cut at maxLogged (a tier
+// is a configured name or "default", never the client's).
 type line struct {
 	method, path, key string
+	tier              string // the first policy's, for one with tiers
 	status            int
 	verdict           verdict
 	latency           time.Duration
@@ -58,7 +60,7 @@ type line struct {
 
 // lineOf is req's log line.
 func lineOf(req *request) line {
-	l := line{method: req.r.Method, path: req.r.URL.Path, key: req.key, status: req.w.status, verdict: req.verdict,
+	l := line{method: req.r.Method, path: req.r.URL.Path, key: req.key, tier: req.tier, status: req.w.status, verdict: req.verdict,
 		latency: time.Since(req.start), requestID: req.caller.RequestID, lambdaRequestID: req.caller.LambdaRequestID,
 		fromMemory: req.fromMemory, outcome: req.outcome, shadowSkipped: req.shadowSkipped, funcErr: req.funcErr,
 		admin: req.admin, err: req.err, cancelled: req.cancelled()}
@@ -97,6 +99,9 @@ func (l line) attrs() []slog.Attr {
 	attrs = logged(attrs, "path", l.path)
 	attrs = append(attrs, slog.Int("status", l.status))
 	attrs = logged(attrs, "key", l.key)
+	if l.tier != "" {
+		attrs = append(attrs, slog.String("tier", l.tier))
+	}
 	attrs = append(attrs,
 		slog.String("decision", string(l.verdict)),
 		slog.Float64("latency_ms", float64(l.latency.Microseconds())/1000),
@@ -155,7 +160,11 @@ func outcomeAttrs(o *limiter.Outcome) []slog.Attr {
 	var shadow []string
 	ps := make([]any, len(o.Decisions))
 	for i, d := range o.Decisions {
-		ps[i] = map[string]any{"name": d.Policy.Name, "decision": decisionName(d), "count": d.Count}
+		p := map[string]any{"name": d.Policy.Name, "decision": decisionName(d), "count": d.Count}
+		if tier := tierLabel(d.Usage); tier != "" {
+			p["tier"] = tier
+		}
+		ps[i] = p
 		if decisionName(d) == metrics.ShadowRejected {
 			shadow = append(shadow, d.Policy.Name)
 		}

@@ -18,6 +18,9 @@ type usageBody struct {
 	// Burst is a GCRA policy's bucket size, what remaining counts down
 	// from (count + remaining = burst); the windows have none.
 	Burst int64 `json:"burst,omitempty"`
+	// Tier is the tier in force, for a policy with tiers ("default" for
+	// the policy's own limit); the limit and burst are its.
+	Tier string `json:"tier,omitempty"`
 }
 
 func newUsageBody(u limiter.Usage) usageBody {
@@ -29,6 +32,7 @@ func newUsageBody(u limiter.Usage) usageBody {
 		WindowStart:  decide.FormatWindow(u.WindowStart),
 		ResetSeconds: int64(u.ResetAfter.Seconds()),
 		Burst:        burstOf(u.Policy),
+		Tier:         tierLabel(u),
 	}
 }
 
@@ -98,7 +102,7 @@ func (a *API) ping(req *request) error {
 		if err := a.undecided(req, err, charges[0].Policy.Window); err != nil {
 			return err
 		}
-		return req.ok(degradedBody{Key: req.key, Limit: charges[0].Policy.Limit, Degraded: true})
+		return req.ok(degradedBody{Key: req.key, Limit: decide.Tiered(charges[0].Policy, charges[0].Tier).Limit, Degraded: true})
 	}
 	setRateLimitHeaders(req.w.Header(), req.now, o.Decisions)
 	if !o.Allowed {

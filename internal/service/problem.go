@@ -80,12 +80,16 @@ type deniedPolicy struct {
 	// Denied is false for a policy that allowed this request but has
 	// nothing left, and so holds the next one back as long.
 	Denied bool `json:"denied"`
+	// Tier is the tier in force, for a policy with tiers: its name, or
+	// "default" for the policy's own limit.
+	Tier string `json:"tier,omitempty"`
 }
 
 // rateLimited is the 429 answer to a denied outcome: the design note's
 // message for each policy that rejected the request, and in "policies"
 // those policies and the enforced ones that allowed it with nothing left,
-// each with its wait. Retry-After is the longest of those waits: the
+// each with its wait (and, for a policy with tiers, the tier in force,
+// whose limit it is). Retry-After is the longest of those waits: the
 // moment the next attempt passes every policy.
 func rateLimited(o limiter.Outcome) *Problem {
 	var details, usedUp []string // denials first
@@ -96,6 +100,9 @@ func rateLimited(o limiter.Outcome) *Problem {
 			requests = " request"
 		}
 		limit := strconv.FormatInt(d.Policy.Limit, 10) + requests + " per " + strconv.FormatInt(decide.WindowSeconds(d.Policy), 10) + "s"
+		if tier := tierLabel(d.Usage); tier != "" {
+			limit += " (tier " + tier + ")"
+		}
 		if d.Allowed {
 			usedUp = append(usedUp, "The limit of "+limit+" for key '"+d.Key+"' is used up too.")
 		} else {
@@ -104,6 +111,7 @@ func rateLimited(o limiter.Outcome) *Problem {
 		policies = append(policies, deniedPolicy{
 			Name: d.Policy.Name, Limit: d.Policy.Limit, WindowSeconds: decide.WindowSeconds(d.Policy),
 			Algorithm: d.Policy.Algorithm.String(), RetryAfter: int64(d.ResetAfter / time.Second), Denied: !d.Allowed,
+			Tier: tierLabel(d.Usage),
 		})
 	}
 	p := problem(http.StatusTooManyRequests, TypeRateLimited, strings.Join(append(details, usedUp...), " "))

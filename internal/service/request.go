@@ -23,6 +23,7 @@ type request struct {
 	start  time.Time // when it arrived, on the process's clock, for its latency
 
 	key        string
+	tier       string  // the first policy's tier, for one with tiers: its log line's
 	verdict    verdict // what became of it; empty until something did
 	count      int64
 	fromMemory bool             // a rejection made without the store (limiter.RejectCache)

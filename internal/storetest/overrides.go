@@ -144,7 +144,10 @@ func reset(t *testing.T, h Harness) {
 // 1000 a minute: the 10 emissions its bucket holds back are 10 of the new
 // rate, and 989 more pass at once after the next one, where the old TAT
 // read at the new rate would hold it back most of a minute. Back at 10 a
-// minute, the bucket is at most full: one emission's wait, 6 s.
+// minute, the bucket is at most full, and the wait is the one that is
+// true: the TAT written at 1000 a minute (11 emissions of 60 ms) holds
+// back 9 of them 120 ms later, and then one more fits: 1 s, rounded up,
+// not the 6 s of one slow emission.
 func gcraRescale(t *testing.T, h Harness) {
 	in := h.New(t)
 	ctx := context.Background()
@@ -168,8 +171,11 @@ func gcraRescale(t *testing.T, h Harness) {
 	if _, err := in.Store.DeleteOverride(ctx, p, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if d := allow(t, other, p, "k", t0, "lowered"); d.Allowed || d.ResetAfter != 6*time.Second {
-		t.Errorf("back at 10 a minute: allowed %v, reset after %v; want denied for one emission, 6s", d.Allowed, d.ResetAfter)
+	if d := allow(t, other, p, "k", t0, "lowered"); d.Allowed || d.ResetAfter != time.Second {
+		t.Errorf("back at 10 a minute: allowed %v, reset after %v; want denied for 1s", d.Allowed, d.ResetAfter)
+	}
+	if d := allow(t, in.Store, p, "k", t0.Add(time.Second), "waited"); !d.Allowed {
+		t.Errorf("back at 10 a minute, 1 s later: %+v, want allowed, as the wait said", d)
 	}
 }
 

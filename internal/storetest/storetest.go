@@ -89,6 +89,10 @@ func Run(t *testing.T, h Harness) {
 	t.Run("GCRAOverrideRescalesTheBucket", func(t *testing.T) { gcraRescale(t, h) })
 	t.Run("ALoweredOverrideRefusesWhatCouldNeverPass", func(t *testing.T) { loweredOverride(t, h) })
 	t.Run("ResetForgetsTheCurrentCounts", func(t *testing.T) { reset(t, h) })
+	t.Run("TiersPickTheLimit", func(t *testing.T) { tiersPickTheLimit(t, h) })
+	t.Run("ATierChangeMidWindowKeepsTheCount", func(t *testing.T) { tierChangeMidWindow(t, h) })
+	t.Run("AnOverrideWinsOverATier", func(t *testing.T) { tierBesideOverride(t, h) })
+	t.Run("TiersBoundCosts", func(t *testing.T) { tierCosts(t, h) })
 }
 
 // One is an attempt under a single policy, at now.

@@ -57,6 +57,60 @@ func Decode(data []byte, v any) error {
 	return nil
 }
 
+// Members reads data, one JSON object whose member names are the
+// caller's to choose (a map's keys), as its members in order: each name
+// at most once, where encoding/json into a map lets the last of two equal
+// names win. A name given twice is a *MemberError; data that is not an
+// object, a *json.UnmarshalTypeError; other problems, encoding/json's
+// errors or ErrTrailing.
+func Members(data []byte) (names []string, values []json.RawMessage, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, nil, &json.UnmarshalTypeError{Value: kindOf(tok), Type: reflect.TypeFor[map[string]json.RawMessage]()}
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		name, _ := tok.(string)
+		if slices.Contains(names, name) {
+			return nil, nil, &MemberError{Name: name, Twice: true}
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		names, values = append(names, name), append(values, v)
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, ErrTrailing
+	}
+	return names, values, nil
+}
+
+// kindOf names a JSON token's kind as encoding/json's errors do.
+func kindOf(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		return "array"
+	case string:
+		return "string"
+	case float64, json.Number:
+		return "number"
+	case bool:
+		return "bool"
+	}
+	return "null"
+}
+
 // checkMembers checks the member names of data's top-level object, if it
 // is one; anything else is left for the decoder to report.
 func checkMembers(data []byte, members []string) error {

@@ -38,7 +38,7 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 }
 
 func (s *Store) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, error) {
-	if err := a.Validate(); err != nil {
+	if err := decide.Validate(a); err != nil {
 		return decide.Outcome{}, fmt.Errorf("dynamodb: %w", err)
 	}
 	if s.cfg.ReadOnly {
@@ -197,7 +197,8 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 		if err != nil {
 			return nil, s.failed(fault.Corrupt, "read", 1, err)
 		}
-		d.a.Charges[i] = limiter.Charge{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
+		d.a.Charges[i] = c
+		d.a.Charges[i].Policy = decide.Effective(c, o)
 		if c.Policy.Algorithm != limiter.GCRA {
 			d.keys[i] = CounterKey(c.Policy, c.Key, decide.WindowStart(a.Now, c.Policy.Window))
 		}

@@ -33,7 +33,7 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	if err != nil {
 		return limiter.Usage{}, s.failed(fault.Corrupt, "read override", 1, err)
 	}
-	return decide.Usage(p.With(over), key, now, state), nil
+	return decide.Usage(decide.Effective(limiter.Charge{Policy: p}, over), key, now, state), nil
 }
 
 // reads gathers items to read in one round trip: each add returns a

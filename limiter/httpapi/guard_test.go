@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -303,7 +304,7 @@ func TestOnlyTheRouteItselfIsCounted(t *testing.T) {
 // countingMetrics counts what a Metrics receives.
 type countingMetrics struct{ decisions, storeErrors atomic.Int64 }
 
-func (m *countingMetrics) Decision(time.Time, string, string, string, time.Duration) {
+func (m *countingMetrics) Decision(time.Time, string, string, string, string, time.Duration) {
 	m.decisions.Add(1)
 }
 func (m *countingMetrics) StoreError(time.Time, string, string) { m.storeErrors.Add(1) }
@@ -415,3 +416,46 @@ var (
 
 // pingPolicy is the /ping policy of the tests, the seed's defaults.
 var pingPolicy = limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}
+
+// TestTiersByAFunctionOfTheRequest: Options.Tiers picks each request's
+// tier (here, by an API key looked up in the caller's accounts): the
+// handler sees the outcome under the tier's limit, and the headers carry
+// it; a nil function is refused, as a nil key function is.
+func TestTiersByAFunctionOfTheRequest(t *testing.T) {
+	plans := map[string]string{"k-pro": "pro", "k-free": "free"}
+	api := limiter.Policy{Name: "api", Limit: 1, Window: time.Minute, Namespace: "api", Tiers: map[string]limiter.Tier{"pro": {Limit: 3}}}
+	var tiers []string
+	g := newGuard(t, httpapi.Options{
+		Rules: []limiter.Rule{{Policy: api, Routes: []string{"/"}}},
+		Keys:  map[string]httpapi.KeyFunc{"api": func(r *http.Request) (string, error) { return r.Header.Get("X-Api-Key"), nil }},
+		Tiers: map[string]func(*http.Request) (string, error){"api": func(r *http.Request) (string, error) {
+			return plans[r.Header.Get("X-Api-Key")], nil
+		}},
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o, _ := httpapi.OutcomeFrom(r.Context())
+		tiers = append(tiers, o.Decisions[0].Tier)
+	}))
+	for _, tc := range []struct {
+		key   string
+		codes []int
+		limit string
+	}{{"k-pro", []int{200, 200, 200, 429}, "3"}, {"k-free", []int{200, 429}, "1"}} {
+		for i, want := range tc.codes {
+			r := httptest.NewRequest("GET", "/orders", nil)
+			r.Header.Set("X-Api-Key", tc.key)
+			w := httptest.NewRecorder()
+			g.h.ServeHTTP(w, r)
+			if w.Code != want || w.Header().Get("X-RateLimit-Limit") != tc.limit {
+				t.Errorf("%s %d: %d, X-RateLimit-Limit %s; want %d, %s", tc.key, i+1, w.Code, w.Header().Get("X-RateLimit-Limit"), want, tc.limit)
+			}
+		}
+	}
+	if fmt.Sprint(tiers) != "[pro pro pro ]" {
+		t.Errorf("the handler saw tiers %q, want pro three times, then the default", tiers)
+	}
+	_, err := httpapi.Middleware(httpapi.Options{Store: sqlitetest.Open(t, sqlite.Config{}), Rules: []limiter.Rule{{Policy: api, Routes: []string{"/"}}},
+		Tiers: map[string]func(*http.Request) (string, error){"api": nil}})
+	if err == nil || !strings.Contains(err.Error(), `Tiers["api"] is nil`) {
+		t.Errorf("a nil tier function: %v", err)
+	}
+}

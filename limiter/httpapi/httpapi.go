@@ -41,9 +41,10 @@ type CostFunc func(*http.Request) (int64, error)
 // Embedded Metric Format lines.
 type Metrics interface {
 	// Decision records one policy's decision of one request (allowed,
-	// rejected, shadow_rejected), and how long the store took
-	// (metrics.NoLatency for a decision made from memory).
-	Decision(at time.Time, policy, route, decision string, latency time.Duration)
+	// rejected, shadow_rejected) under a tier (a configured tier's name,
+	// or "default" for the policy's own limit), and how long the store
+	// took (metrics.NoLatency for a decision made from memory).
+	Decision(at time.Time, policy, tier, route, decision string, latency time.Duration)
 	// StoreError records a request the store failed to decide, with the
 	// failure's class (busy, unavailable, corrupt, schema, journal_mode).
 	StoreError(at time.Time, route, fault string)
@@ -60,6 +61,13 @@ type Options struct {
 	// function of the request instead of its KeySource and Cost.
 	Keys  map[string]KeyFunc
 	Costs map[string]CostFunc
+	// Tiers, by policy name, say which of the policy's tiers a request is
+	// on (Policy.Tiers), instead of its rule's TierClaim or TierHeader: a
+	// plan looked up by the caller's API key, say. A name the policy does
+	// not list, or "", is the policy's own limit. An error that is a
+	// *Problem is answered as it is; any other is logged, and the request
+	// gets the policy's own limit.
+	Tiers map[string]func(*http.Request) (string, error)
 	// Metrics receives what is decided; nil records nothing.
 	Metrics Metrics
 	// FailMode says what a request gets when the store fails: FailClosed
@@ -104,8 +112,9 @@ type Options struct {
 // with no routes, an invalid policy, policies that would share counters
 // (limiter.ValidateRules), a key source or fail mode of no kind, a
 // constant cost no request could pass, a route pattern http.ServeMux
-// refuses, a key or cost function that is nil or for no policy, a policy
-// with both a Cost and a CostFunc.
+// refuses, a key, cost or tier function that is nil or for no policy, a
+// policy with both a Cost and a CostFunc, a tier function for a policy
+// without tiers or beside its rule's TierClaim or TierHeader.
 func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	so := service.Options{Store: opts.Store, Rules: opts.Rules, FailMode: opts.FailMode, Now: opts.Now, Logger: opts.Logger}
 	if opts.Metrics != nil {
@@ -132,6 +141,12 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 			} else {
 				so.Costs[name] = nil
 			}
+		}
+	}
+	if opts.Tiers != nil {
+		so.Tiers = map[string]service.TierFunc{}
+		for name, f := range opts.Tiers {
+			so.Tiers[name] = f // nil stays nil, and is refused
 		}
 	}
 	return service.Middleware(so)

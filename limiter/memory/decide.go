@@ -18,7 +18,7 @@ import (
 // the attempt passes; and records an allowed attempt under its first
 // check's key and window.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
-	if err := a.Validate(); err != nil {
+	if err := decide.Validate(a); err != nil {
 		return limiter.Outcome{}, fmt.Errorf("memory: %w", err)
 	}
 	var o decide.Outcome
@@ -47,7 +47,8 @@ func (t *tables) allow(a limiter.Attempt) decide.Outcome {
 	for i, c := range a.Charges {
 		var o *limiter.Override
 		states[i], o = t.state(c.Policy, c.Key, a.Now)
-		b.Charges[i] = limiter.Charge{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
+		b.Charges[i] = c
+		b.Charges[i].Policy = decide.Effective(c, o)
 	}
 	if err := decide.Impossible(b); err != nil {
 		return decide.Outcome{Refused: err}
@@ -127,7 +128,7 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	var u limiter.Usage
 	err := s.do(ctx, func(t *tables) error {
 		st, o := t.state(p, key, now)
-		u = decide.Usage(p.With(o), key, now, st)
+		u = decide.Usage(decide.Effective(limiter.Charge{Policy: p}, o), key, now, st)
 		return nil
 	})
 	return u, err

@@ -4,9 +4,12 @@
 //
 // Namespace (default "RateLimit"; the template sets one per stack):
 //
-//   - Requests (Count), by Policy, Route and Decision: one per policy and
-//     request, Decision being allowed, rejected or shadow_rejected (a shadow
-//     policy that would have rejected).
+//   - Requests (Count), by Policy, Route and Decision, and by Policy, Tier
+//     and Decision: one per policy and request, Decision being allowed,
+//     rejected or shadow_rejected (a shadow policy that would have
+//     rejected), Tier the tier in force (a configured tier's name, or
+//     "default" for the policy's own limit: never a value a client
+//     chose, so a client cannot mint dimensions).
 //   - DecisionLatency (Milliseconds), by the same dimensions: how long the
 //     store took to decide the request (not written for denials a
 //     RejectCache made from memory).
@@ -72,12 +75,15 @@ type metadata struct {
 // DecisionLatency: for decisions the store did not make.
 const NoLatency time.Duration = -1
 
-// Decision records one policy's decision of one request, and how long the
-// store took to decide it (unless latency is NoLatency).
-func (e *EMF) Decision(at time.Time, policy, route, decision string, latency time.Duration) {
+// Decision records one policy's decision of one request under a tier,
+// and how long the store took to decide it (unless latency is NoLatency).
+// The line's dimension sets are [Policy, Route, Decision], which the
+// template's dashboard and alarms read, and [Policy, Tier, Decision].
+func (e *EMF) Decision(at time.Time, policy, tier, route, decision string, latency time.Duration) {
 	defs := []metricDef{{"Requests", "Count"}}
 	line := map[string]any{
 		"Policy":   policy,
+		"Tier":     tier,
 		"Route":    route,
 		"Decision": decision,
 		"Requests": 1,
@@ -88,7 +94,7 @@ func (e *EMF) Decision(at time.Time, policy, route, decision string, latency tim
 	}
 	line["_aws"] = metadata{Timestamp: at.UnixMilli(), CloudWatchMetrics: []directive{{
 		Namespace:  e.Namespace,
-		Dimensions: [][]string{{"Policy", "Route", "Decision"}},
+		Dimensions: [][]string{{"Policy", "Route", "Decision"}, {"Policy", "Tier", "Decision"}},
 		Metrics:    defs,
 	}}}
 	e.write(line)

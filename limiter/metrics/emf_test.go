@@ -34,7 +34,7 @@ func lines(t *testing.T, b *bytes.Buffer) []map[string]any {
 func TestDecisionLineIsEMF(t *testing.T) {
 	var b bytes.Buffer
 	e := metrics.New(&b, "RateLimit/prod")
-	e.Decision(at, "burst", "GET /ping", metrics.ShadowRejected, 1500*time.Microsecond)
+	e.Decision(at, "burst", "pro", "GET /ping", metrics.ShadowRejected, 1500*time.Microsecond)
 
 	got := lines(t, &b)
 	if len(got) != 1 {
@@ -49,11 +49,13 @@ func TestDecisionLineIsEMF(t *testing.T) {
 	if dir["Namespace"] != "RateLimit/prod" {
 		t.Errorf("Namespace = %v", dir["Namespace"])
 	}
-	if d, _ := json.Marshal(dir["Dimensions"]); string(d) != `[["Policy","Route","Decision"]]` {
+	// The first set is what the template's dashboard and alarms read; the
+	// second, each tier's.
+	if d, _ := json.Marshal(dir["Dimensions"]); string(d) != `[["Policy","Route","Decision"],["Policy","Tier","Decision"]]` {
 		t.Errorf("Dimensions = %s", d)
 	}
 	for k, want := range map[string]any{
-		"Policy": "burst", "Route": "GET /ping", "Decision": "shadow_rejected",
+		"Policy": "burst", "Tier": "pro", "Route": "GET /ping", "Decision": "shadow_rejected",
 		"Requests": 1.0, "DecisionLatency": 1.5,
 	} {
 		if m[k] != want {
@@ -92,7 +94,7 @@ func TestLinesStayWholeUnderConcurrency(t *testing.T) {
 			defer wg.Done()
 			for range 20 {
 				if i%2 == 0 {
-					e.Decision(at, "ping", "GET /ping", metrics.Allowed, time.Millisecond)
+					e.Decision(at, "ping", "default", "GET /ping", metrics.Allowed, time.Millisecond)
 				} else {
 					e.StoreError(at, "GET /ping", "busy")
 				}
@@ -138,7 +140,7 @@ func TestValidateRejectsWhatCloudWatchWouldIgnore(t *testing.T) {
 // has no latency to pull the figures toward zero.
 func TestDecisionWithoutLatency(t *testing.T) {
 	var b bytes.Buffer
-	metrics.New(&b, "").Decision(at, "ping", "GET /ping", metrics.Rejected, metrics.NoLatency)
+	metrics.New(&b, "").Decision(at, "ping", "default", "GET /ping", metrics.Rejected, metrics.NoLatency)
 	m := lines(t, &b)[0]
 	if _, ok := m["DecisionLatency"]; ok || m["Requests"] != 1.0 {
 		t.Errorf("line %v, want Requests and no DecisionLatency", m)

@@ -22,7 +22,7 @@ import (
 // and an audit record exists exactly when its increments committed as
 // allowed.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
-	if err := a.Validate(); err != nil {
+	if err := decide.Validate(a); err != nil {
 		return limiter.Outcome{}, fmt.Errorf("sqlite: %w", err)
 	}
 	if err := s.first(ctx); err != nil {
@@ -108,8 +108,9 @@ func decideTx(ctx context.Context, at func(key string) *statements, a limiter.At
 }
 
 // readCharges reads, on sctx, what each of a's charges needs to be decided
-// (see decideTx), and returns a with its charges' policies as their keys'
-// overrides make them, and the states read.
+// (see decideTx), and returns a with its charges' policies as their tiers
+// and their keys' overrides make them (decide.Effective), and the states
+// read.
 func readCharges(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
 	charges := make([]limiter.Charge, len(a.Charges))
 	states := make([]decide.State, len(a.Charges))
@@ -126,7 +127,8 @@ func readCharges(ctx, sctx context.Context, at func(key string) *statements, a l
 		if err != nil {
 			return a, nil, ended(ctx, err)
 		}
-		charges[i], states[i] = limiter.Charge{Policy: p.With(r.override), Key: c.Key, Cost: c.Cost}, r.State
+		c.Policy = decide.Effective(c, r.override)
+		charges[i], states[i] = c, r.State
 	}
 	a.Charges = charges
 	return a, states, nil
@@ -216,7 +218,7 @@ func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now tim
 	if err != nil && !s.noDatabaseYet(sh) {
 		return limiter.Usage{}, err
 	}
-	return decide.Usage(p.With(r.override), key, now, r.State), nil
+	return decide.Usage(decide.Effective(limiter.Charge{Policy: p}, r.override), key, now, r.State), nil
 }
 
 // noDatabaseYet reports, for a read-only store, that the file of sh (or,
