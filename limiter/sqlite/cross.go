@@ -72,6 +72,7 @@ func writeAcross(ctx context.Context, op string, shards []*shard, fn func(at fun
 			return err
 		}
 	}
+	gone := 0 // tries again after a rollback found its super-journal gone
 	for {
 		hs, err := acquireAll(ctx, shards)
 		if err != nil && isBusy(err) && !shards[0].cfg.SQLiteBusyHandler {
@@ -92,6 +93,11 @@ func writeAcross(ctx context.Context, op string, shards []*shard, fn func(at fun
 			for i, sh := range shards {
 				sh.drop(hs[i])
 			}
+		}
+		if superJournalGone(err) && gone < superJournalRetries {
+			gone++
+			releaseAll(shards, hs)
+			continue
 		}
 		if hs == nil || !isBusy(err) || shards[0].cfg.SQLiteBusyHandler {
 			releaseAll(shards, hs)

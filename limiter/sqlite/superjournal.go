@@ -12,6 +12,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	modernc "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Super-journals.
@@ -61,6 +64,25 @@ import (
 //
 // A super-journal that lists a file that is not one of the store's shards
 // (a transaction of someone else's, on another database) is left alone.
+
+// superJournalGone reports whether err is SQLite's failure to delete a
+// super-journal that was no longer there (SQLITE_IOERR_DELETE_NOENT). Two
+// connections that roll back two journals of one crashed commit at the same
+// moment (two processes starting after the crash, or two shards of one
+// opening at once) may each find the other's journal gone, and both delete
+// the super-journal (pager_delsuper): the second fails, and with it the
+// call that took the lock. Its rollback has completed all the same (the
+// journal is finalized before the super-journal is looked at), so the call
+// is tried again, up to superJournalRetries times: each time, at least one
+// more journal has been rolled back.
+func superJournalGone(err error) bool {
+	var e *modernc.Error
+	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_IOERR_DELETE_NOENT
+}
+
+// superJournalRetries bounds the tries again after superJournalGone: one
+// for each file a transaction can hold.
+const superJournalRetries = 1 + maxAttached
 
 // superJournalMagic ends a journal that names a super-journal (aJournalMagic
 // in pager.c, which also begins every journal header).
