@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -112,6 +113,20 @@ type Pruned struct {
 	Buckets       int64 `json:"buckets_deleted"`
 	Audit         int64 `json:"audit_deleted"`
 	SuperJournals int64 `json:"super_journals_deleted,omitempty"`
+}
+
+// LogLevel is the level at which to log a prune that reported p and failed
+// with err: error when it failed, info when it deleted something, and debug
+// when it deleted nothing, so that a schedule that mostly finds nothing to
+// do (every minute, say) does not fill the logs with lines that say so.
+func (p Pruned) LogLevel(err error) slog.Level {
+	switch {
+	case err != nil:
+		return slog.LevelError
+	case p == Pruned{}:
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // ErrUnavailable marks store failures that may clear by themselves: the file
