@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		roleDecidingWorker: decidingWorker,
 		roleLockHolder:     holdLock,
 		roleShardedWorker:  shardedWorker,
+		roleReservedHolder: holdWith(`BEGIN IMMEDIATE`, ""),
+		roleReader:         holdWith(`BEGIN`, `SELECT count(*) FROM sqlite_schema`),
 	})
 }
 
