@@ -75,9 +75,13 @@ type Attempt struct {
 }
 
 // Pruned reports what a Prune deleted: expired window counters, GCRA
-// buckets that have drained (as full as a fresh key's), old audit records.
+// buckets that have drained (as full as a fresh key's), old audit records,
+// and files a store's crashed writers left behind that nothing else would
+// delete (SQLite's super-journals; zero but after crashes, and left out of
+// the JSON then, so that a prune's result reads as it always did).
 type Pruned struct {
-	Windows int64 `json:"windows_deleted"`
-	Buckets int64 `json:"buckets_deleted"`
-	Audit   int64 `json:"audit_deleted"`
+	Windows       int64 `json:"windows_deleted"`
+	Buckets       int64 `json:"buckets_deleted"`
+	Audit         int64 `json:"audit_deleted"`
+	SuperJournals int64 `json:"super_journals_deleted,omitempty"`
 }

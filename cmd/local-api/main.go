@@ -185,7 +185,8 @@ func logListening(log *slog.Logger, cfg config, addr net.Addr) {
 }
 
 // prune deletes expired windows and old audit rows every interval, as the
-// scheduled function does in AWS.
+// scheduled function does in AWS, and logs each run as the function does:
+// at debug when it deleted nothing.
 func prune(ctx context.Context, log *slog.Logger, store limiter.Store, every, retention time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -197,10 +198,10 @@ func prune(ctx context.Context, log *slog.Logger, store limiter.Store, every, re
 		}
 		now := time.Now()
 		pruned, err := store.Prune(ctx, now, decide.AuditBefore(now, retention))
+		attrs := []any{"windows_deleted", pruned.Windows, "buckets_deleted", pruned.Buckets, "audit_deleted", pruned.Audit, "super_journals_deleted", pruned.SuperJournals}
 		if err != nil {
-			log.Warn("prune", "error", err.Error())
-			continue
+			attrs = append(attrs, "error", err.Error())
 		}
-		log.Info("prune", "windows_deleted", pruned.Windows, "buckets_deleted", pruned.Buckets, "audit_deleted", pruned.Audit)
+		log.Log(ctx, decide.PruneLevel(pruned, err), "prune", attrs...)
 	}
 }

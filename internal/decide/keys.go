@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -62,3 +63,17 @@ func AuditBefore(now time.Time, retention time.Duration) time.Time {
 
 // Units is c's cost: Cost, or 1 when it is not set.
 func Units(c limiter.Charge) int64 { return max(c.Cost, 1) }
+
+// PruneLevel is the level at which to log a prune that reported p and failed
+// with err: error when it failed, info when it deleted something, and debug
+// when it deleted nothing, so that a schedule that mostly finds nothing to
+// do (every minute, say) does not fill the logs with lines that say so.
+func PruneLevel(p limiter.Pruned, err error) slog.Level {
+	switch {
+	case err != nil:
+		return slog.LevelError
+	case p == limiter.Pruned{}:
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}

@@ -27,6 +27,9 @@ type PruneHandler func(context.Context, events.EventBridgeEvent) (PruneResult, e
 // ended more than one window length before the event's time, and audit rows
 // older than retention (none when retention is zero).
 //
+// It logs one line, at debug when it deleted nothing (see
+// decide.PruneLevel).
+//
 // The event's time is used so that a delayed or retried invocation prunes as
 // of its schedule, but never later than now(): a hand-made event from the
 // future must not delete live windows. A zero or 1970 time, which `sam local
@@ -44,12 +47,11 @@ func Prune(store limiter.Store, retention time.Duration, now func() time.Time, l
 		if !auditBefore.IsZero() {
 			res.AuditBefore = auditBefore.UTC().Format(time.RFC3339)
 		}
-		attrs := []any{"windows_deleted", pruned.Windows, "buckets_deleted", pruned.Buckets, "audit_deleted", pruned.Audit, "now", res.Now, "audit_before", res.AuditBefore}
+		attrs := []any{"windows_deleted", pruned.Windows, "buckets_deleted", pruned.Buckets, "audit_deleted", pruned.Audit, "super_journals_deleted", pruned.SuperJournals, "now", res.Now, "audit_before", res.AuditBefore}
 		if err != nil {
-			log.Error("prune", append(attrs, "error", err.Error())...)
-			return res, err
+			attrs = append(attrs, "error", err.Error())
 		}
-		log.Info("prune", attrs...)
-		return res, nil
+		log.Log(ctx, decide.PruneLevel(pruned, err), "prune", attrs...)
+		return res, err
 	}
 }

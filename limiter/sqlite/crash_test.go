@@ -40,6 +40,8 @@ func TestMain(m *testing.M) {
 		roleDecidingWorker: decidingWorker,
 		roleLockHolder:     holdLock,
 		roleShardedWorker:  shardedWorker,
+		roleReservedHolder: holdWith(`BEGIN IMMEDIATE`, ""),
+		roleReader:         holdWith(`BEGIN`, `SELECT count(*) FROM sqlite_schema`),
 	})
 }
 

@@ -50,7 +50,7 @@ func (s *Store) allowAcross(ctx context.Context, idx []int, a limiter.Attempt) (
 		shards = append(shards, sh)
 	}
 	var o decide.Outcome
-	err := writeAcross(ctx, shards, func(at func(string) *statements) (err error) {
+	err := writeAcross(ctx, "decide", shards, func(at func(string) *statements) (err error) {
 		o, err = decideTx(ctx, at, a)
 		return err
 	})
@@ -63,22 +63,24 @@ func (s *Store) allowAcross(ctx context.Context, idx []int, a limiter.Attempt) (
 
 // writeAcross runs fn in one immediate transaction over shards, retrying
 // it while another process holds one of their locks, within the budget.
+// Errors come back wrapped, with op and the paths.
 // It holds a reference to every shard's handle meanwhile, so that none of
 // their lock probes is closed (which would drop this process's locks on
 // that file) while the transaction holds the file.
-func writeAcross(ctx context.Context, shards []*shard, fn func(at func(string) *statements) error) error {
+func writeAcross(ctx context.Context, op string, shards []*shard, fn func(at func(string) *statements) error) error {
 	start := time.Now()
 	for _, sh := range shards {
 		if err := sh.ready(ctx); err != nil {
 			return err
 		}
 	}
+	gone := 0 // tries again after a rollback found its super-journal gone
 	for {
 		hs, err := acquireAll(ctx, shards)
 		if err != nil && isBusy(err) && !shards[0].cfg.SQLiteBusyHandler {
 			// A reopen found a file locked: wait as for a transaction.
 			if err := shards[0].waitTurn(ctx, nil, start); err != nil {
-				return wrapAcross(shards, err)
+				return wrapAcross(op, shards, err)
 			}
 			continue
 		}
@@ -94,24 +96,29 @@ func writeAcross(ctx context.Context, shards []*shard, fn func(at func(string) *
 				sh.drop(hs[i])
 			}
 		}
+		if superJournalGone(err) && gone < superJournalRetries {
+			gone++
+			releaseAll(shards, hs)
+			continue
+		}
 		if hs == nil || !isBusy(err) || shards[0].cfg.SQLiteBusyHandler {
 			releaseAll(shards, hs)
-			return wrapAcross(shards, err)
+			return wrapAcross(op, shards, err)
 		}
 		err = waitAcross(ctx, shards, hs, start)
 		releaseAll(shards, hs)
 		if err != nil {
-			return wrapAcross(shards, err)
+			return wrapAcross(op, shards, err)
 		}
 	}
 }
 
-func wrapAcross(shards []*shard, err error) error {
+func wrapAcross(op string, shards []*shard, err error) error {
 	paths := make([]string, len(shards))
 	for i, sh := range shards {
 		paths[i] = sh.path
 	}
-	return fault.Failed(classOf(err), "sqlite: decide across %s: %w", strings.Join(paths, ", "), err)
+	return fault.Failed(classOf(err), "sqlite: %s across %s: %w", op, strings.Join(paths, ", "), err)
 }
 
 // acquireAll acquires every shard's handle, or none.

@@ -39,7 +39,9 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 // Prune deletes expired counters, drained GCRA buckets and old audit rows
 // in every shard, one after another, in batches of PruneBatch rows, one
 // write transaction per batch, pausing between batches (see yield) so that
-// decisions are not held up by more than about one.
+// decisions are not held up by more than about one. Then it deletes the
+// super-journals that processes killed in the middle of cross-shard
+// commits left behind and no journal names (see superjournal.go).
 //
 // Counters are found by walking the primary key, PruneBatch rows per
 // transaction, and deleting those whose own window ended more than a window
@@ -60,7 +62,9 @@ func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.
 			return out, err
 		}
 	}
-	return out, nil
+	var err error
+	out.SuperJournals, err = s.removeSuperJournals(ctx)
+	return out, err
 }
 
 // prune is Prune on one shard.

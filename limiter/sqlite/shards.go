@@ -127,35 +127,29 @@ OR EXISTS (SELECT 1 FROM gcra_buckets) OR EXISTS (SELECT 1 FROM overrides)`
 
 // checkLayout charges that sh's file records sh's place in the layout, and
 // records it in a file that has none yet, in an immediate transaction that
-// reads again first, so that racing cold starts record it once. A
-// read-only store records nothing: it accepts a file without a layout that
-// holds no data, or that it reads as the only shard.
-func (sh *shard) checkLayout(ctx context.Context, db *sql.DB) error {
-	found, err := sh.compareLayout(ctx, db)
-	if err != nil || found {
-		return err
+// reads again first, so that racing cold starts record it once (see
+// opening.writeOnce). A read-only store records nothing: it accepts a file
+// without a layout that holds no data, or that it reads as the only shard.
+func (sh *shard) checkLayout(ctx context.Context, db *sql.DB, o *opening) error {
+	needed := func(q querier) (bool, error) {
+		found, err := sh.compareLayout(ctx, q)
+		return err == nil && !found, err
 	}
 	if sh.cfg.ReadOnly {
+		if need, err := needed(db); err != nil || !need {
+			return err
+		}
 		return sh.unrecorded(ctx, db)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin layout: %w", err)
-	}
-	defer tx.Rollback()
-	if found, err = sh.compareLayout(ctx, tx); err != nil || found {
-		return err
-	}
-	if err := sh.unrecorded(ctx, tx); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, setLayoutSQL, sh.index, sh.count); err != nil {
-		return fmt.Errorf("record layout: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit layout: %w", err)
-	}
-	return nil
+	return o.writeOnce(ctx, db, "layout", needed, func(tx *sql.Tx) error {
+		if err := sh.unrecorded(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, setLayoutSQL, sh.index, sh.count); err != nil {
+			return fmt.Errorf("record layout: %w", err)
+		}
+		return nil
+	})
 }
 
 // compareLayout reads the layout q's file records, if any, and refuses one

@@ -200,10 +200,13 @@ func (h *handle) close() error {
 }
 
 // dsn builds the connection string. Each pragma is here for a reason:
-//   - busy_timeout: 0, because the store waits for other processes' locks
-//     itself, more fairly than SQLite does (see wait.go); only a COMMIT
-//     waiting for readers lets SQLite wait. With SQLiteBusyHandler, SQLite
-//     waits up to BusyTimeout instead. Either way the driver gives up when
+//   - busy_timeout: BusyTimeout while the connection opens, so that the
+//     pragmas after it (journal_mode reads the file) wait for a commit in
+//     progress rather than fail the open; open then sets 0 for the store's
+//     calls, because the store waits for other processes' locks itself,
+//     more fairly than SQLite does (see wait.go); only a COMMIT waiting for
+//     readers lets SQLite wait. With SQLiteBusyHandler, SQLite waits up to
+//     BusyTimeout throughout instead. Either way the driver gives up when
 //     the call's context ends, so a request deadline is never overrun.
 //   - journal_mode: a rollback journal works on any file system with POSIX
 //     locks, EFS included; WAL does not work across hosts.
@@ -215,11 +218,7 @@ func (h *handle) close() error {
 //     with SQLITE_BUSY whatever the timeout.
 func dsn(path string, cfg settings) string {
 	q := url.Values{}
-	busy := time.Duration(0)
-	if cfg.SQLiteBusyHandler {
-		busy = cfg.BusyTimeout
-	}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode("+cfg.JournalMode+")")
 	q.Add("_pragma", "synchronous("+synchronous(cfg.JournalMode)+")")
 	q.Set("_txlock", "immediate")
@@ -245,7 +244,15 @@ func synchronous(journalMode string) string {
 // open opens the database, charges that the pragmas took, migrates the schema,
 // charges (or records) the file's place in the layout, and prepares the
 // statements the request path uses.
+//
+// A lock in the way does not make it start again from the beginning; it
+// waits where it finds the lock, within the budget (see opening): cold
+// starts on a new file all find each other's locks at once, and starting
+// over (a new connection, the pragmas read back again) at every
+// SQLITE_BUSY, each of them, kept them all from finishing.
 func (sh *shard) open(ctx context.Context) (h *handle, err error) {
+	testHook("open", sh.path)
+	o := &opening{sh: sh, start: time.Now()}
 	db, err := sql.Open("sqlite", dsn(sh.path, sh.cfg))
 	if err != nil {
 		return nil, err
@@ -253,6 +260,9 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 	defer func() {
 		if err != nil {
 			db.Close()
+			if o.probe != nil {
+				o.probe.close() // after the database, see handle.close
+			}
 		}
 	}()
 	// One connection per process: decisions serialize on the file lock
@@ -261,17 +271,26 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
+	if err := o.readsWait(ctx, db); err != nil {
+		return nil, err
+	}
 	if err := sh.checkPragmas(ctx, db); err != nil {
 		return nil, err
 	}
 	testHook("pragmas", sh.path)
+	if !sh.cfg.ReadOnly && !sh.cfg.SQLiteBusyHandler {
+		// Without a probe the store still waits, less fairly (wait.go).
+		if p, err := openProbe(sh.path, &sh.wait.probeFailures); err == nil {
+			o.probe = p
+		}
+	}
 	if sh.cfg.ReadOnly {
 		err = checkVersion(ctx, db)
 	} else {
-		err = migrate(ctx, db)
+		err = migrate(ctx, db, o)
 	}
 	if err == nil {
-		err = sh.checkLayout(ctx, db)
+		err = sh.checkLayout(ctx, db, o)
 	}
 	if err != nil {
 		return nil, err
@@ -284,22 +303,20 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat: %w", err)
 	}
-	h = &handle{db: db, file: file}
+	h = &handle{db: db, file: file, probe: o.probe}
 	if err := h.stmts.prepare(ctx, db, ""); err != nil {
 		return nil, err
 	}
-	if !sh.cfg.ReadOnly && !sh.cfg.SQLiteBusyHandler {
-		// Without a probe the store still waits, less fairly (wait.go).
-		if p, err := openProbe(sh.path, &sh.wait.probeFailures); err == nil {
-			h.probe = p
-		}
+	if err := o.done(ctx, db); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
 
 // testHookOpen, when set by a test, runs at points of open where another
-// process may act: "pragmas" (the pragmas read back, the schema not yet
-// migrated) and "migrated" (before the statements are prepared).
+// process may act: "open" (each time open begins), "pragmas" (the pragmas
+// read back, the schema not yet migrated) and "migrated" (before the
+// statements are prepared).
 var testHookOpen func(stage, path string)
 
 // testHookCommit, when set by a test, runs before every COMMIT of
@@ -329,8 +346,8 @@ func testHook(stage, path string) {
 // stale schema then fails with "no such table", unless SQLite can take a
 // read lock to notice the schema changed; with another process committing
 // at that moment (and busy_timeout 0) it cannot, and the error stands. A
-// SELECT on sqlite_schema charges the cookie and reloads a stale schema, or
-// fails with SQLITE_BUSY, which the caller waits out like any lock.
+// SELECT on sqlite_schema checks the cookie and reloads a stale schema,
+// waiting for a commit in progress as every read of open does.
 func refreshSchema(ctx context.Context, db *sql.DB) error {
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {

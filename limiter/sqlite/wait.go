@@ -198,8 +198,9 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 // or replaced since it was opened, or was read-only when it was opened, and
 // SQLite raises it before anything is written), the handle is dropped and
 // the call tried once more on a fresh one, so the first request after such
-// a fault clears succeeds. Any other sign that the file is in trouble drops
-// the handle for the next call.
+// a fault clears succeeds. A rollback that found its super-journal already
+// deleted is tried again too (see superJournalGone). Any other sign that
+// the file is in trouble drops the handle for the next call.
 //
 // A call that waits watches the lock through the probe of the handle it
 // found busy, and keeps its reference to that handle until it stops
@@ -209,6 +210,7 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 func (sh *shard) do(ctx context.Context, op string, fn func(*handle) error) error {
 	start := time.Now()
 	reopened := false
+	gone := 0           // tries again after a rollback found its super-journal gone
 	var watched *handle // the handle whose lock this call watches, referenced
 	defer func() { sh.stopWatching(watched) }()
 	for {
@@ -227,6 +229,13 @@ func (sh *shard) do(ctx context.Context, op string, fn func(*handle) error) erro
 				sh.release(h)
 				continue
 			}
+		}
+		if superJournalGone(err) && gone < superJournalRetries {
+			gone++
+			if h != nil {
+				sh.release(h)
+			}
+			continue
 		}
 		if !isBusy(err) || sh.cfg.SQLiteBusyHandler {
 			if h != nil {
