@@ -44,7 +44,7 @@ func main() {
 	runs := flag.Int("runs", 5, "runs per process count, each on a new file")
 	shards := flag.Int("shards", 1, "SQLITE_SHARDS")
 	journal := flag.String("journal", "DELETE", "JOURNAL_MODE")
-	busy := flag.Duration("busy", limiter.DefaultBusyTimeout, "BUSY_TIMEOUT")
+	busy := flag.Duration("busy", sqlite.DefaultBusyTimeout, "BUSY_TIMEOUT")
 	migrated := flag.Bool("migrated", false, "create and migrate each file first, in a process of its own, so that the processes measured find it ready: the floor of a new file's cold starts")
 	verbose = flag.Bool("v", false, "print each process's ready and decided times and lock waits")
 	child := flag.String("child", "", "internal: open the store at this path, decide once, and report")
