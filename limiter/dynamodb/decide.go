@@ -24,10 +24,6 @@ type decision struct {
 	// current window's count without the attempt's cost (see after).
 	states []decide.State
 	keys   []map[string]types.AttributeValue // each window check's counter; nil for GCRA
-	// seen is each window counter's count attribute as read, verbatim (nil:
-	// no count yet): the condition that it is still what the decision
-	// was made from compares it as DynamoDB stores it, past an int64 too.
-	seen []types.AttributeValue
 }
 
 // Allow counts the attempt under each check and decides it; see the
@@ -60,7 +56,7 @@ func (s *Store) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, e
 		if !o.Allowed {
 			return d.deny(ctx, s, o), nil
 		}
-		w := d.writes(s, o, audit, try <= exactTries)
+		w := d.writes(s, o, audit)
 		err := s.transact(ctx, "decide", w.items)
 		var failed *conditionFailed
 		switch {
@@ -69,16 +65,16 @@ func (s *Store) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, e
 		case !errors.As(err, &failed):
 			return decide.Outcome{}, err
 		}
-		// Another decision moved a counter or a bucket since this one
-		// read it: decide again from the items as the cancellation gives
-		// them, or, when it gives none, from a new read.
+		// Other decisions filled a counter or moved a bucket since this
+		// one read it: decide again from the items as the cancellation
+		// gives them, or, when it gives none, from a new read.
 		fresh, bucketMoved, err := d.update(w, failed)
 		if err != nil {
 			return decide.Outcome{}, s.failed(fault.Corrupt, "decide", try, err)
 		}
 		if try > 1 && (bucketMoved || !fresh) {
 			// Decisions keep moving this key's bucket: spread them out.
-			// (A counter's conflicts end after exactTries.)
+			// (A full counter denies the next try.)
 			if err := pause(ctx); err != nil {
 				return decide.Outcome{}, s.failed(fault.Busy, "decide", try, failed)
 			}
@@ -101,7 +97,7 @@ func (d *decision) deny(ctx context.Context, s *Store, o decide.Outcome) decide.
 	var items []types.TransactWriteItem
 	for i := range d.a.Charges {
 		if d.keys[i] != nil {
-			items = append(items, d.count(s, i, unconditional))
+			items = append(items, d.count(s, i, false))
 		}
 	}
 	if len(items) > 0 {
@@ -139,24 +135,16 @@ type writes struct {
 
 // writes is the transaction that lets the attempt through as o decided it:
 // each window counter gets the attempt's cost, on condition, for an
-// enforced policy, that its count is still the one read (exact) or, after
-// exactTries, that it still has room; each GCRA bucket the attempt passes
-// moves, on condition that it is where it was read; and the audit record
-// is put. Each condition asks for the item as it is when it fails, to
-// decide again from without another read.
-func (d *decision) writes(s *Store, o decide.Outcome, audit map[string]types.AttributeValue, exact bool) writes {
+// enforced policy, that it still has room for it; each GCRA bucket the
+// attempt passes moves, on condition that it is where it was read; and
+// the audit record is put. Each condition asks for the item as it is when
+// it fails, to decide again from without another read.
+func (d *decision) writes(s *Store, o decide.Outcome, audit map[string]types.AttributeValue) writes {
 	var w writes
 	for i, c := range d.a.Charges {
 		switch {
 		case d.keys[i] != nil:
-			cond := unchanged
-			if !exact {
-				cond = room
-			}
-			if c.Policy.Shadow {
-				cond = unconditional
-			}
-			w.items = append(w.items, d.count(s, i, cond))
+			w.items = append(w.items, d.count(s, i, !c.Policy.Shadow))
 		case o.Decisions[i].Moved:
 			w.items = append(w.items, d.bucket(s, i, o.Decisions[i]))
 		default:
@@ -169,26 +157,14 @@ func (d *decision) writes(s *Store, o decide.Outcome, audit map[string]types.Att
 	return w
 }
 
-// A condition is what an update of a counter is conditioned on.
-type condition int
-
-const (
-	unconditional condition = iota // a denial's count, a shadow's
-	unchanged                      // the count is the one read (none, if there was none)
-	room                           // the count leaves room for the attempt
-)
-
-// exactTries is how many transactions of one decision condition each
-// enforced counter on its count being unchanged, which makes the count the
-// decision reports exact. On a hot key every other decision in flight
-// cancels such a transaction: from then on the counter is conditioned on
-// room alone, which only a counter at its limit cancels, and the count
-// reported is the least it can be.
-const exactTries = 2
-
 // count is the update that adds the attempt's cost to window check i's
-// counter, on condition cond.
-func (d *decision) count(s *Store, i int, cond condition) types.TransactWriteItem {
+// counter; when conditional, on condition that the counter has room for
+// it. (A condition that the count is still the one read would make the
+// count the decision reports exact under races too, but every decision in
+// between cancels it: with two clients on one key, every other
+// transaction was cancelled, three requests a decision; see
+// BENCHMARKS.md.)
+func (d *decision) count(s *Store, i int, conditional bool) types.TransactWriteItem {
 	c := d.a.Charges[i]
 	start := decide.WindowStart(d.a.Now, c.Policy.Window)
 	u := &types.Update{
@@ -200,22 +176,13 @@ func (d *decision) count(s *Store, i int, cond condition) types.TransactWriteIte
 			":cost": num(decide.Units(c)), ":w": num(decide.WindowSeconds(c.Policy)), ":e": num(start.Add(2 * c.Policy.Window).Unix()),
 		},
 	}
-	switch cond {
-	case unchanged:
-		u.ConditionExpression = aws.String("attribute_not_exists(#c)")
-		if seen := d.seen[i]; seen != nil {
-			u.ConditionExpression = aws.String("#c = :seen")
-			u.ExpressionAttributeValues[":seen"] = seen
-		}
-	case room:
-		// The most the count may be with the attempt's cost added, less
-		// that cost, plus one: for a sliding policy, the limit less the
+	if conditional {
+		// Below the most the count may be with the cost added, less the
+		// cost, plus one: for a sliding policy, the limit less the
 		// previous window's weighted count.
 		below := decide.MaxCount(c.Policy, d.a.Now, d.states[i].Prev) - decide.Units(c) + 1
 		u.ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
 		u.ExpressionAttributeValues[":below"] = num(below)
-	}
-	if cond != unconditional {
 		u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
 	return types.TransactWriteItem{Update: u}
@@ -249,7 +216,7 @@ func (d *decision) bucket(s *Store, i int, g decide.Decision) types.TransactWrit
 // update takes into d the items whose conditions failed in w's
 // transaction, as the cancellation gives them. fresh reports whether it
 // gave every one: an item that no longer exists comes back without one
-// (a counter Reset deleted), and then only a new read tells. bucketMoved
+// (a bucket Reset deleted), and then only a new read tells. bucketMoved
 // reports a GCRA bucket among them.
 func (d *decision) update(w writes, failed *conditionFailed) (fresh, bucketMoved bool, err error) {
 	if len(failed.items) == 0 {
@@ -273,7 +240,7 @@ func (d *decision) update(w writes, failed *conditionFailed) (fresh, bucketMoved
 		if err != nil {
 			return false, false, err
 		}
-		d.states[i].Cur, d.seen[i] = cur, item[attrCount]
+		d.states[i].Cur = cur
 	}
 	return true, bucketMoved, nil
 }
@@ -285,19 +252,15 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 	r := newReads()
 	states := make([]func() (decide.State, error), len(a.Charges))
 	overrides := make([]func() map[string]types.AttributeValue, len(a.Charges))
-	counters := make([]func() map[string]types.AttributeValue, len(a.Charges))
 	for i, c := range a.Charges {
 		states[i] = r.state(c.Policy, c.Key, a.Now, true)
 		overrides[i] = r.add(OverrideKey(c.Policy, c.Key))
-		if c.Policy.Algorithm != limiter.GCRA {
-			counters[i] = r.add(CounterKey(c.Policy, c.Key, decide.WindowStart(a.Now, c.Policy.Window)))
-		}
 	}
 	if err := s.read(ctx, r); err != nil {
 		return nil, err
 	}
 	n := len(a.Charges)
-	d := &decision{a: a, states: make([]decide.State, n), keys: make([]map[string]types.AttributeValue, n), seen: make([]types.AttributeValue, n)}
+	d := &decision{a: a, states: make([]decide.State, n), keys: make([]map[string]types.AttributeValue, n)}
 	d.a.Charges = make([]limiter.Charge, n)
 	for i, c := range a.Charges {
 		o, err := overrideOf(overrides[i]())
@@ -308,9 +271,8 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 			return nil, s.failed(fault.Corrupt, "read", 1, err)
 		}
 		d.a.Charges[i] = limiter.Charge{Policy: c.Policy.With(o), Key: c.Key, Cost: c.Cost}
-		if counters[i] != nil {
+		if c.Policy.Algorithm != limiter.GCRA {
 			d.keys[i] = CounterKey(c.Policy, c.Key, decide.WindowStart(a.Now, c.Policy.Window))
-			d.seen[i] = counters[i]()[attrCount]
 		}
 	}
 	if err := decide.Impossible(d.a); err != nil {

@@ -28,41 +28,40 @@
 // writes the decision:
 //
 //   - Allowed: each window's counter gets the attempt's cost, on
-//     condition, for a policy that is not a shadow, that its count is the
-//     one read (that it has none, if there was none); each GCRA bucket the
-//     attempt passes moves, on condition that it is where it was read; and
-//     the audit record is put. All happen or none, so every allowed attempt
-//     has exactly one audit record and there is none for an attempt that
-//     was not counted, whatever crashes in between. The counts the
-//     decision reports are exact, the ones read plus its cost, and nothing
-//     is read back.
+//     condition, for a policy that is not a shadow, that it has room for
+//     it (the limit; for a sliding policy, the limit less the previous
+//     window's weighted count); each GCRA bucket the attempt passes moves,
+//     on condition that it is where it was read; and the audit record is
+//     put. All happen or none, so every allowed attempt has exactly one
+//     audit record and there is none for an attempt that was not counted,
+//     whatever crashes in between.
 //   - Denied: each window's counter gets the attempt's cost (the windows
 //     count every attempt), all or none, on no condition: counts only grow
 //     within a window, so the attempt stays denied whatever raced in since
-//     the read. Buckets do not move. The counts it reports are the ones
-//     read plus its cost, exact unless another decision counted in
-//     between. If this write fails, the attempt is denied all the same,
-//     uncounted: answering an error would let it through under FAIL_MODE
-//     open.
+//     the read. Buckets do not move. If this write fails, the attempt is
+//     denied all the same, uncounted: answering an error would let it
+//     through under FAIL_MODE open.
 //
-// When another decision moved a counter or a bucket between the read and
-// the transaction, a condition fails and DynamoDB cancels the transaction,
-// writing nothing. Every condition asks for
+// Nothing is read back: the counts a decision reports are the ones it
+// read plus its cost, exact unless other decisions counted between its
+// read and its write, and then the least they can be. A condition that
+// the count is still the one read would make them exact under races too,
+// but every decision in between cancels it: with two clients on one key
+// every other transaction was cancelled (see BENCHMARKS.md).
+//
+// When other decisions filled a counter or moved a bucket between the
+// read and the transaction, a condition fails and DynamoDB cancels the
+// transaction, writing nothing. Every condition asks for
 // ReturnValuesOnConditionCheckFailure ALL_OLD, so the cancellation carries
 // each such item as it is now: the store decides again from those, with
-// no other read, and writes again, in a call of its own. An item that no
-// longer exists (a Reset deleted the counter) comes back without one, and
-// only then does the store read again. On a hot key one decision after
-// another cancels the others: after two transactions conditioned on
-// unchanged counts, an allowed attempt's counters are conditioned on room
-// alone (a count below the limit less the attempt's cost, plus one; for a
-// sliding policy, less the previous window's weighted count too), which
-// only a counter at its limit fails, and the counts it then reports are
-// the least they can be. A GCRA bucket is set on condition that its TAT is
-// the one read, however often: decisions that keep moving one are spread
-// out by a jittered pause. Overrides and previous windows are not read
-// again: an override set in between applies from the next decision on, as
-// if the decision had been a moment earlier.
+// no other read (a full counter: the attempt is denied, and counted), and
+// writes again, in a call of its own. An item that no longer exists (a
+// bucket Reset deleted) comes back without one, and only then does the
+// store read again. A bucket is set on condition that its TAT is the one
+// read, however often: decisions that keep moving one are spread out by a
+// jittered pause. Overrides and previous windows are not read again: an
+// override set in between applies from the next decision on, as if the
+// decision had been a moment earlier.
 //
 // # Writes are applied once
 //
@@ -93,8 +92,7 @@
 // Conflicts and throttling are tried again until BusyTimeout or the
 // request's deadline. One hot key is bounded by its partition's write
 // throughput, about 1,000 write units a second, and a transactional write
-// costs two: about 500 decisions per second for a single key, fewer when
-// concurrent decisions cancel each other's transactions.
+// costs two: about 500 decisions per second for a single key.
 package dynamodb
 
 import (
