@@ -136,25 +136,3 @@ func TestGCRABoundsKeepTheArithmeticInside(t *testing.T) {
 		t.Errorf("a burst of 1200 months: %v", err)
 	}
 }
-
-// TestAnAttemptAStoreAllowedMovesItsBucket: DynamoDB decides an attempt by
-// the conditions on its writes and reads the window counts back after
-// them, when others may have counted too. An attempt its writes allowed,
-// under a window (limit 1) whose count read back is 2 and a GCRA policy
-// (burst 3) with an empty bucket, has moved its bucket: the GCRA decision
-// reports it moved, with 2 left of 3, as the allowed attempt left it.
-func TestAnAttemptAStoreAllowedMovesItsBucket(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	window := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}
-	bucket := limiter.Policy{Name: "tokens", Limit: 6, Window: time.Minute, Algorithm: limiter.GCRA, Burst: 3, Namespace: "tokens"}
-	a := limiter.Attempt{Charges: []limiter.Charge{{Policy: window, Key: "k"}, {Policy: bucket, Key: "k"}}, Now: now}
-	o := decide.Decided(a, []decide.State{{Cur: 2}, {}}, true)
-	if !o.Allowed || !o.Decisions[0].Allowed {
-		t.Fatalf("outcome %+v, want allowed, as the store decided", o)
-	}
-	d := o.Decisions[1]
-	if !d.Allowed || !d.Moved || !d.TAT.Equal(now.Add(10*time.Second)) || d.Remaining != 2 {
-		t.Errorf("GCRA decision Allowed:%v Moved:%v TAT:%v Remaining:%d, want true, true, %v, 2: the bucket the allowed attempt moved",
-			d.Allowed, d.Moved, d.TAT, d.Remaining, now.Add(10*time.Second))
-	}
-}

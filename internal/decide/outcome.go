@@ -74,23 +74,6 @@ func Decide(a limiter.Attempt, states []State) Outcome {
 	return o
 }
 
-// Decided is the outcome of an attempt that a store decided itself, by
-// conditions on its writes (DynamoDB): allowed says whether they held,
-// and the decisions are computed from the states read around the writes.
-// When allowed, every enforced policy allowed the attempt, whatever counts
-// that raced in since say, and its GCRA buckets moved.
-func Decided(a limiter.Attempt, states []State, allowed bool) Outcome {
-	o := decisions(a, states)
-	o.Allowed = allowed
-	for i, c := range a.Charges {
-		if allowed && !c.Policy.Shadow {
-			o.Decisions[i].Allowed = true
-		}
-	}
-	o.settle(a.Now)
-	return o
-}
-
 // decisions decides each check from its state, and the attempt as every
 // enforced policy's decision has it, before settle.
 func decisions(a limiter.Attempt, states []State) Outcome {

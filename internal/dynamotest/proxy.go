@@ -42,6 +42,12 @@ type Proxy struct {
 	skip  map[string]int
 	done  map[string]seen // token -> the first successful answer
 	calls []Call
+	// before holds, by operation, what to run before passing the next
+	// call of it on (a write that races in between a read and a write).
+	before map[string]func()
+	// stripItems drops the items from a cancelled transaction's reasons,
+	// as an implementation that does not fill them would answer.
+	stripItems bool
 }
 
 // Call is one request the proxy saw.
@@ -59,7 +65,7 @@ type seen struct {
 
 // NewProxy starts a proxy to the moto at endpoint, stopped when tb ends.
 func NewProxy(tb testing.TB, endpoint string) *Proxy {
-	p := &Proxy{moto: endpoint, lose: map[string]int{}, inProgress: map[string]int{}, throttle: map[string]int{}, fail: map[string]int{}, skip: map[string]int{}, done: map[string]seen{}}
+	p := &Proxy{moto: endpoint, lose: map[string]int{}, inProgress: map[string]int{}, throttle: map[string]int{}, fail: map[string]int{}, skip: map[string]int{}, done: map[string]seen{}, before: map[string]func(){}}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	tb.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -84,6 +90,25 @@ func (p *Proxy) Fail(op string, skip, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.skip[op], p.fail[op] = skip, n
+}
+
+// Before makes the proxy run f before it passes the next call of op on to
+// moto, once: f may write to moto directly, as another process would
+// between a store's read and its write.
+func (p *Proxy) Before(op string, f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.before[op] = f
+}
+
+// StripItems makes the proxy drop the Item of every reason of a cancelled
+// transaction (moto fills it when asked, with
+// ReturnValuesOnConditionCheckFailure ALL_OLD, as DynamoDB documents), to
+// show what a store does without them.
+func (p *Proxy) StripItems(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stripItems = on
 }
 
 func (p *Proxy) set(m map[string]int, op string, n int) {
@@ -139,7 +164,18 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	p.mu.Lock()
+	before, strip := p.before[op], p.stripItems
+	delete(p.before, op)
+	p.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	status, header, reply := p.forward(r, body)
+	if strip {
+		reply = withoutItems(reply)
+		header.Del("X-Amz-Crc32") // the checksum of the answer as moto wrote it
+	}
 	if status == http.StatusOK && c.Token != "" {
 		p.mu.Lock()
 		p.done[c.Token] = seen{body: body, answer: reply}
@@ -176,6 +212,26 @@ func (p *Proxy) classify(op, token string) Call {
 	}
 	p.calls = append(p.calls, c)
 	return c
+}
+
+// withoutItems is a cancelled transaction's answer without the items of
+// its reasons; any other answer as it is.
+func withoutItems(reply []byte) []byte {
+	var v map[string]any
+	if json.Unmarshal(reply, &v) != nil {
+		return reply
+	}
+	reasons, ok := v["CancellationReasons"].([]any)
+	if !ok {
+		return reply
+	}
+	for _, r := range reasons {
+		if m, ok := r.(map[string]any); ok {
+			delete(m, "Item")
+		}
+	}
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // canonical is a JSON body with its objects' members in one order: a

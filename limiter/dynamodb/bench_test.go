@@ -18,8 +18,8 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 300x ./limiter/dynamodb/
 
-// BenchmarkDecisionAllowed is an allowed decision: a transaction, then a
-// GetItem of the count.
+// BenchmarkDecisionAllowed is an allowed decision: a read, then a
+// transaction.
 func BenchmarkDecisionAllowed(b *testing.B) {
 	s := open(b, dynamotest.Endpoint(b), dynamotest.CreateTable(b, dynamotest.Endpoint(b)))
 	p := limiter.Policy{Name: "ping", Limit: 1 << 40, Window: time.Minute}
@@ -32,8 +32,8 @@ func BenchmarkDecisionAllowed(b *testing.B) {
 	}
 }
 
-// BenchmarkDecisionRejected is a rejected one: a cancelled transaction,
-// then an UpdateItem that counts the attempt.
+// BenchmarkDecisionRejected is a rejected one: a read, then a transaction
+// that counts the attempt.
 func BenchmarkDecisionRejected(b *testing.B) {
 	s := open(b, dynamotest.Endpoint(b), dynamotest.CreateTable(b, dynamotest.Endpoint(b)))
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Minute}

@@ -33,7 +33,7 @@ func decidingWorker(arg string) {
 
 // TestKillNineBetweenWrites kills processes that decide against one table,
 // at random moments, between and during their requests: a decision is a
-// transaction and then a read, or a failed transaction and then an update.
+// read and then a transaction, and another when a race cancelled it.
 // Whatever the moment, every window ends with exactly min(count, limit)
 // audit records, and no decision a process saw returned is missing.
 func TestKillNineBetweenWrites(t *testing.T) {

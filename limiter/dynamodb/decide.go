@@ -16,14 +16,14 @@ import (
 )
 
 // decision is one attempt being decided: its charges with their overrides
-// applied, what was read of them first, and the counts read back.
+// applied, and what it is decided from, as read or as a cancelled
+// transaction last saw it.
 type decision struct {
-	a      limiter.Attempt // with the effective policies
+	a limiter.Attempt // with the effective policies
+	// states are each check's counters before the attempt: Cur is the
+	// current window's count without the attempt's cost (see after).
 	states []decide.State
 	keys   []map[string]types.AttributeValue // each window check's counter; nil for GCRA
-	// denied marks the charges known to have denied the attempt: by what
-	// was read, or by a failed condition. The others may have allowed it.
-	denied []bool
 }
 
 // Allow counts the attempt under each check and decides it; see the
@@ -46,149 +46,222 @@ func (s *Store) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
+	d, err := s.prepare(ctx, a)
+	if err != nil {
+		return decide.Outcome{}, err
+	}
+	audit := s.auditItem(a) // one record, whichever try writes it
 	for try := 1; ; try++ {
-		d, err := s.prepare(ctx, a)
-		if err != nil {
+		o := decide.Decide(d.a, d.after())
+		if !o.Allowed {
+			return d.deny(ctx, s, o), nil
+		}
+		w := d.writes(s, o, audit)
+		err := s.transact(ctx, "decide", w.items)
+		var failed *conditionFailed
+		switch {
+		case err == nil:
+			return o, nil
+		case !errors.As(err, &failed):
 			return decide.Outcome{}, err
 		}
-		allowed, err := s.tryAllow(ctx, d)
-		if errors.Is(err, errBucketMoved) {
-			// Another decision moved a GCRA bucket since it was read:
-			// decide again from a fresh read.
+		// Other decisions filled a counter or moved a bucket since this
+		// one read it: decide again from the items as the cancellation
+		// gives them, or, when it gives none, from a new read.
+		fresh, bucketMoved, err := d.update(w, failed)
+		if err != nil {
+			return decide.Outcome{}, s.failed(fault.Corrupt, "decide", try, err)
+		}
+		if try > 1 && (bucketMoved || !fresh) {
+			// Decisions keep moving this key's bucket: spread them out.
+			// (A full counter denies the next try.)
 			if err := pause(ctx); err != nil {
-				return decide.Outcome{}, s.failed(fault.Busy, "decide", try, errBucketMoved)
-			}
-			continue
-		}
-		if err != nil {
-			return decide.Outcome{}, err
-		}
-		if !allowed {
-			// Count the denied attempt under every window policy, all or
-			// none; GCRA buckets do not move for a denied attempt. If
-			// that fails, the attempt is denied all the same, uncounted:
-			// answering an error would let it through under FAIL_MODE
-			// open, the one answer it must not get.
-			if items := d.counts(s, false); len(items) > 0 {
-				if err := s.transact(ctx, "count denied", items); err != nil {
-					return d.estimate(false), nil
-				}
+				return decide.Outcome{}, s.failed(fault.Busy, "decide", try, failed)
 			}
 		}
-		return s.outcome(ctx, d, allowed)
+		if !fresh {
+			if d, err = s.prepare(ctx, a); err != nil {
+				return decide.Outcome{}, err
+			}
+		}
 	}
 }
 
-// errBucketMoved says a GCRA bucket changed between its read and the
-// conditional write: decide again from a fresh read.
-var errBucketMoved = errors.New("a GCRA bucket moved")
+// deny counts a denied attempt under every window policy, all or none,
+// without conditions: counts only grow, so whatever raced in since the
+// read, the attempt stays denied. GCRA buckets do not move for a denied
+// attempt. If the write fails, the attempt is denied all the same,
+// uncounted: answering an error would let it through under FAIL_MODE
+// open, the one answer it must not get.
+func (d *decision) deny(ctx context.Context, s *Store, o decide.Outcome) decide.Outcome {
+	var items []types.TransactWriteItem
+	for i := range d.a.Charges {
+		if d.keys[i] != nil {
+			items = append(items, d.count(s, i, false))
+		}
+	}
+	if len(items) > 0 {
+		s.transact(ctx, "count denied", items) // failed or not, denied
+	}
+	return o
+}
 
-// tryAllow writes the attempt as allowed, on condition that every enforced
-// window policy still has room and every GCRA bucket is as it was read, and
-// reports whether it could. An attempt that an enforced policy denies
-// whatever the writes would find (a cost beyond a window's room, a GCRA
-// bucket too full) writes nothing here.
-func (s *Store) tryAllow(ctx context.Context, d *decision) (bool, error) {
-	denied := false
+// after are the states with the attempt counted: each window's count as
+// read plus the attempt's cost, at most decide.CountCap.
+func (d *decision) after() []decide.State {
+	st := append([]decide.State(nil), d.states...)
 	for i, c := range d.a.Charges {
-		if !c.Policy.Shadow && !d.fits(i) {
-			d.denied[i], denied = true, true
+		if d.keys[i] != nil {
+			st[i].Cur = plus(st[i].Cur, decide.Units(c))
 		}
 	}
-	if denied {
-		return false, nil
-	}
-	counts := d.counts(s, true)
-	items := append(counts, d.buckets(s)...)
-	items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.cfg.Table, Item: s.auditItem(d.a)}})
-	err := s.transact(ctx, "decide", items)
-	var failed *conditionFailed
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.As(err, &failed):
-		return false, err
-	}
-	full := false
-	for _, item := range failed.items {
-		if item < len(counts) {
-			// A window at its limit (only enforced counters have
-			// conditions): the item'th window check.
-			d.denied[d.windowCheck(item)], full = true, true
-		}
-	}
-	if full {
-		return false, nil
-	}
-	return false, errBucketMoved
+	return st
 }
 
-// windowCheck is the index of the check whose counter is the n'th of
-// counts' items: they follow the window charges in order.
-func (d *decision) windowCheck(n int) int {
-	for i, k := range d.keys {
-		if k == nil {
-			continue
-		}
-		if n == 0 {
-			return i
-		}
-		n--
+// plus is n + cost, saturating at decide.CountCap.
+func plus(n, cost int64) int64 {
+	if n > decide.CountCap-cost {
+		return decide.CountCap
 	}
-	return 0
+	return n + cost
 }
 
-// estimate is the outcome when the counts written cannot be read back
-// (the writes were applied, or, for a denial, not): the decision stands,
-// and each window's count is the least it can be, the attempt's own cost,
-// or, under a policy known to have denied it, one more than its limit
-// allows. It never tells a client to wait for a policy that did not deny
-// it; it may tell one that more is left than is.
-func (d *decision) estimate(allowed bool) decide.Outcome {
+// writes are the items of an allowed attempt's transaction and, for each,
+// the check it belongs to (-1 for the audit record).
+type writes struct {
+	items  []types.TransactWriteItem
+	checks []int
+}
+
+// writes is the transaction that lets the attempt through as o decided it:
+// each window counter gets the attempt's cost, on condition, for an
+// enforced policy, that it still has room for it; each GCRA bucket the
+// attempt passes moves, on condition that it is where it was read; and
+// the audit record is put. Each condition asks for the item as it is when
+// it fails, to decide again from without another read.
+func (d *decision) writes(s *Store, o decide.Outcome, audit map[string]types.AttributeValue) writes {
+	var w writes
 	for i, c := range d.a.Charges {
+		switch {
+		case d.keys[i] != nil:
+			w.items = append(w.items, d.count(s, i, !c.Policy.Shadow))
+		case o.Decisions[i].Moved:
+			w.items = append(w.items, d.bucket(s, i, o.Decisions[i]))
+		default:
+			continue // a shadow GCRA policy that would deny: its bucket stays
+		}
+		w.checks = append(w.checks, i)
+	}
+	w.items = append(w.items, types.TransactWriteItem{Put: &types.Put{TableName: &s.cfg.Table, Item: audit}})
+	w.checks = append(w.checks, -1)
+	return w
+}
+
+// count is the update that adds the attempt's cost to window check i's
+// counter; when conditional, on condition that the counter has room for
+// it. (A condition that the count is still the one read would make the
+// count the decision reports exact under races too, but every decision in
+// between cancels it: with two clients on one key, every other
+// transaction was cancelled, three requests a decision; see
+// BENCHMARKS.md.)
+func (d *decision) count(s *Store, i int, conditional bool) types.TransactWriteItem {
+	c := d.a.Charges[i]
+	start := decide.WindowStart(d.a.Now, c.Policy.Window)
+	u := &types.Update{
+		TableName:                &s.cfg.Table,
+		Key:                      d.keys[i],
+		UpdateExpression:         aws.String("ADD #c :cost SET #w = :w, #e = :e"),
+		ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":cost": num(decide.Units(c)), ":w": num(decide.WindowSeconds(c.Policy)), ":e": num(start.Add(2 * c.Policy.Window).Unix()),
+		},
+	}
+	if conditional {
+		// Below the most the count may be with the cost added, less the
+		// cost, plus one: for a sliding policy, the limit less the
+		// previous window's weighted count.
+		below := decide.MaxCount(c.Policy, d.a.Now, d.states[i].Prev) - decide.Units(c) + 1
+		u.ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
+		u.ExpressionAttributeValues[":below"] = num(below)
+		u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	return types.TransactWriteItem{Update: u}
+}
+
+// bucket is the write that moves GCRA check i's bucket to where g, the
+// check's decision, left it, on condition that it is where it was read,
+// so that two decisions never both move it from the same place (the
+// over-admission of a read, then a blind write).
+func (d *decision) bucket(s *Store, i int, g decide.Decision) types.TransactWriteItem {
+	c := d.a.Charges[i]
+	next := g.TAT
+	u := &types.Update{
+		TableName:                &s.cfg.Table,
+		Key:                      BucketKey(c.Policy, c.Key),
+		UpdateExpression:         aws.String("SET #t = :next, #m = :emission, #e = :e"),
+		ExpressionAttributeNames: map[string]string{"#t": attrTAT, "#m": attrEmission, "#e": attrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":next": num(next.UnixNano()), ":emission": num(int64(decide.Emission(c.Policy))), ":e": num(next.Unix() + 1),
+		},
+		ConditionExpression:                 aws.String("attribute_not_exists(#t)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if read := d.states[i].TAT; !read.IsZero() {
+		u.ConditionExpression = aws.String("#t = :read")
+		u.ExpressionAttributeValues[":read"] = num(read.UnixNano())
+	}
+	return types.TransactWriteItem{Update: u}
+}
+
+// update takes into d the items whose conditions failed in w's
+// transaction, as the cancellation gives them. fresh reports whether it
+// gave every one: an item that no longer exists comes back without one
+// (a bucket Reset deleted), and then only a new read tells. bucketMoved
+// reports a GCRA bucket among them.
+func (d *decision) update(w writes, failed *conditionFailed) (fresh, bucketMoved bool, err error) {
+	if len(failed.items) == 0 {
+		return false, false, nil
+	}
+	for k, n := range failed.items {
+		if n >= len(w.checks) || w.checks[n] < 0 || failed.old[k] == nil {
+			return false, false, nil
+		}
+		i, item := w.checks[n], failed.old[k]
 		if d.keys[i] == nil {
+			st, err := bucketState(item)
+			if err != nil {
+				return false, false, err
+			}
+			d.states[i].TAT, d.states[i].Emission = st.TAT, st.Emission
+			bucketMoved = true
 			continue
 		}
-		d.states[i].Cur = decide.Units(c)
-		if d.denied[i] {
-			d.states[i].Cur = d.countBound(i) + decide.Units(c)
+		cur, err := numberOf(item, attrCount)
+		if err != nil {
+			return false, false, err
 		}
+		d.states[i].Cur = cur
 	}
-	return decide.Decided(d.a, d.states, allowed)
+	return true, bucketMoved, nil
 }
 
-// fits reports whether check i, as read, leaves the attempt room: a
-// window's counter below what it must be below, a GCRA bucket with room
-// for the cost.
-func (d *decision) fits(i int) bool {
-	if d.a.Charges[i].Policy.Algorithm == limiter.GCRA {
-		return d.gcra(i).Allowed
-	}
-	return d.countBound(i) >= 1
-}
-
-// gcra is GCRA check i's decision alone, from the bucket as read: whether
-// it lets the attempt through, and where it moves the bucket if so.
-func (d *decision) gcra(i int) decide.Decision {
-	return decide.Decide(limiter.Attempt{Charges: d.a.Charges[i : i+1], Now: d.a.Now}, d.states[i:i+1]).Decisions[0]
-}
-
-// prepare reads, in one round trip, what a's charges are decided from
-// before any write: every key's override, the previous windows of sliding
-// policies (they no longer change) and GCRA buckets.
+// prepare reads, in one round trip, everything a's charges are decided
+// from: every key's override, the current window's counter and, for a
+// sliding policy, the previous one's, and GCRA buckets.
 func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, error) {
 	r := newReads()
 	states := make([]func() (decide.State, error), len(a.Charges))
 	overrides := make([]func() map[string]types.AttributeValue, len(a.Charges))
 	for i, c := range a.Charges {
-		states[i] = r.state(c.Policy, c.Key, a.Now, false)
+		states[i] = r.state(c.Policy, c.Key, a.Now, true)
 		overrides[i] = r.add(OverrideKey(c.Policy, c.Key))
 	}
 	if err := s.read(ctx, r); err != nil {
 		return nil, err
 	}
-	d := &decision{a: a, states: make([]decide.State, len(a.Charges)), keys: make([]map[string]types.AttributeValue, len(a.Charges)), denied: make([]bool, len(a.Charges))}
-	d.a.Charges = make([]limiter.Charge, len(a.Charges))
+	n := len(a.Charges)
+	d := &decision{a: a, states: make([]decide.State, n), keys: make([]map[string]types.AttributeValue, n)}
+	d.a.Charges = make([]limiter.Charge, n)
 	for i, c := range a.Charges {
 		o, err := overrideOf(overrides[i]())
 		if err == nil {
@@ -207,109 +280,6 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 		return nil, fmt.Errorf("dynamodb: %w", err) // before any write
 	}
 	return d, nil
-}
-
-// countBound is the count charge i's counter must be below for the attempt to
-// fit: the most it may hold with the attempt's cost added, less that cost,
-// plus one. For window charges only.
-func (d *decision) countBound(i int) int64 {
-	c := d.a.Charges[i]
-	return decide.MaxCount(c.Policy, d.a.Now, d.states[i].Prev) - decide.Units(c) + 1
-}
-
-// counts are the updates that add the attempt's cost to each window
-// counter, each enforced one, when conditional, on condition that the
-// counter has room for it.
-func (d *decision) counts(s *Store, conditional bool) []types.TransactWriteItem {
-	var items []types.TransactWriteItem
-	for i, c := range d.a.Charges {
-		if d.keys[i] == nil {
-			continue
-		}
-		start := decide.WindowStart(d.a.Now, c.Policy.Window)
-		u := &types.Update{
-			TableName:                &s.cfg.Table,
-			Key:                      d.keys[i],
-			UpdateExpression:         aws.String("ADD #c :cost SET #w = :w, #e = :e"),
-			ExpressionAttributeNames: map[string]string{"#c": attrCount, "#w": attrWindow, "#e": attrExpires},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":cost": num(decide.Units(c)), ":w": num(decide.WindowSeconds(c.Policy)), ":e": num(start.Add(2 * c.Policy.Window).Unix()),
-			},
-		}
-		if conditional && !c.Policy.Shadow {
-			u.ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
-			u.ExpressionAttributeValues[":below"] = num(d.countBound(i))
-		}
-		items = append(items, types.TransactWriteItem{Update: u})
-	}
-	return items
-}
-
-// buckets are the writes that move each GCRA bucket the attempt passes,
-// on condition that it is where it was read, so that two decisions never
-// both move it from the same place (the over-admission of a read, then a
-// blind write).
-func (d *decision) buckets(s *Store) []types.TransactWriteItem {
-	var items []types.TransactWriteItem
-	for i, c := range d.a.Charges {
-		if c.Policy.Algorithm != limiter.GCRA {
-			continue
-		}
-		g := d.gcra(i)
-		if !g.Moved {
-			continue // a shadow that would deny: its bucket stays
-		}
-		next := g.TAT
-		u := &types.Update{
-			TableName:                &s.cfg.Table,
-			Key:                      BucketKey(c.Policy, c.Key),
-			UpdateExpression:         aws.String("SET #t = :next, #m = :emission, #e = :e"),
-			ExpressionAttributeNames: map[string]string{"#t": attrTAT, "#m": attrEmission, "#e": attrExpires},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":next": num(next.UnixNano()), ":emission": num(int64(decide.Emission(c.Policy))), ":e": num(next.Unix() + 1),
-			},
-			ConditionExpression: aws.String("attribute_not_exists(#t)"),
-		}
-		if read := d.states[i].TAT; !read.IsZero() {
-			u.ConditionExpression = aws.String("#t = :read")
-			u.ExpressionAttributeValues[":read"] = num(read.UnixNano())
-		}
-		items = append(items, types.TransactWriteItem{Update: u})
-	}
-	return items
-}
-
-// outcome reads the window counts back (the transactions returned none)
-// and decides: they may include attempts after this one; the decision
-// stands.
-func (s *Store) outcome(ctx context.Context, d *decision, allowed bool) (decide.Outcome, error) {
-	r := newReads()
-	counters := make([]func() map[string]types.AttributeValue, len(d.keys))
-	for i, k := range d.keys {
-		if k != nil {
-			counters[i] = r.add(k)
-		}
-	}
-	if len(r.keys) > 0 {
-		if err := s.read(ctx, r); err != nil {
-			// The attempt was decided, and its writes are done: a read
-			// failing now must not turn a decision into an error, which
-			// would be answered by the fail mode as if nothing had been
-			// counted.
-			return d.estimate(allowed), nil
-		}
-	}
-	for i, get := range counters {
-		if get == nil {
-			continue
-		}
-		n, err := numberOf(get(), attrCount)
-		if err != nil {
-			return decide.Outcome{}, s.failed(fault.Corrupt, "read counts", 1, err)
-		}
-		d.states[i].Cur = n
-	}
-	return decide.Decided(d.a, d.states, allowed), nil
 }
 
 // auditItem is the audit record of an allowed attempt, under its first

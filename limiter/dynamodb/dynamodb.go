@@ -19,24 +19,49 @@
 //
 // # One decision
 //
-// Before any write, one strongly consistent read (BatchGetItem, or GetItem
-// for one item) fetches what the decision depends on: each key's override
-// (pk as the counter's, sk = "override"), a sliding policy's previous
-// window, a GCRA bucket (sk = "gcra": its TAT and the emission interval it
-// was written with). An attempt is then one TransactWriteItems: for each
-// window policy, add the attempt's cost to its counter, on condition, for
-// a policy that is not a shadow, that the count has room for it (the
-// limit; for a sliding policy, the limit less the previous window's
-// weighted count); for each GCRA policy the attempt passes, set its TAT on
-// condition that the bucket is where it was read; and put the audit
-// record. All happen or none, so every
-// allowed attempt has exactly one audit record and there is none for an
-// attempt that was not counted, whatever crashes in between. When a
-// condition fails, a policy is at its limit: a second transaction counts
-// the attempt under every policy, all or none, and the attempt is denied.
-// A transaction returns no values, so the counts are then read back, every
-// policy's in one strongly consistent BatchGetItem; they may include
-// attempts that raced in after this one, and the decision stands.
+// A decision is two requests. One strongly consistent read (BatchGetItem)
+// fetches everything it depends on: each key's override (pk as the
+// counter's, sk = "override"), the counter of the current window, for a
+// sliding policy the previous window's too, and a GCRA bucket (sk =
+// "gcra": its TAT and the emission interval it was written with). The
+// attempt is decided from what was read, and one TransactWriteItems
+// writes the decision:
+//
+//   - Allowed: each window's counter gets the attempt's cost, on
+//     condition, for a policy that is not a shadow, that it has room for
+//     it (the limit; for a sliding policy, the limit less the previous
+//     window's weighted count); each GCRA bucket the attempt passes moves,
+//     on condition that it is where it was read; and the audit record is
+//     put. All happen or none, so every allowed attempt has exactly one
+//     audit record and there is none for an attempt that was not counted,
+//     whatever crashes in between.
+//   - Denied: each window's counter gets the attempt's cost (the windows
+//     count every attempt), all or none, on no condition: counts only grow
+//     within a window, so the attempt stays denied whatever raced in since
+//     the read. Buckets do not move. If this write fails, the attempt is
+//     denied all the same, uncounted: answering an error would let it
+//     through under FAIL_MODE open.
+//
+// Nothing is read back: the counts a decision reports are the ones it
+// read plus its cost, exact unless other decisions counted between its
+// read and its write, and then the least they can be. A condition that
+// the count is still the one read would make them exact under races too,
+// but every decision in between cancels it: with two clients on one key
+// every other transaction was cancelled (see BENCHMARKS.md).
+//
+// When other decisions filled a counter or moved a bucket between the
+// read and the transaction, a condition fails and DynamoDB cancels the
+// transaction, writing nothing. Every condition asks for
+// ReturnValuesOnConditionCheckFailure ALL_OLD, so the cancellation carries
+// each such item as it is now: the store decides again from those, with
+// no other read (a full counter: the attempt is denied, and counted), and
+// writes again, in a call of its own. An item that no longer exists (a
+// bucket Reset deleted) comes back without one, and only then does the
+// store read again. A bucket is set on condition that its TAT is the one
+// read, however often: decisions that keep moving one are spread out by a
+// jittered pause. Overrides and previous windows are not read again: an
+// override set in between applies from the next decision on, as if the
+// decision had been a moment earlier.
 //
 // # Writes are applied once
 //
@@ -51,8 +76,12 @@
 // a conflict or throttling, throughput exceeded) leads to a new call with
 // a new token only while no call with the current token may have been
 // applied; after one that may have, the same call is repeated, which
-// DynamoDB either applies or answers from the first. A validation error is
-// final. When the budget runs out, the fail mode answers.
+// DynamoDB either applies or answers from the first. A cancellation by a
+// failed condition ends the call, even after a lost answer: DynamoDB
+// answers the repeat of a call it applied with success, so none with that
+// token was applied, and the decision's next transaction is a call of its
+// own. A validation error is final. When the budget runs out, the fail
+// mode answers.
 //
 // An admin call that sets or deletes an override reads it first, strongly
 // consistent, and writes on condition that it is still as read: the
@@ -63,7 +92,7 @@
 // Conflicts and throttling are tried again until BusyTimeout or the
 // request's deadline. One hot key is bounded by its partition's write
 // throughput, about 1,000 write units a second, and a transactional write
-// costs two: about 500 allowed decisions per second for a single key.
+// costs two: about 500 decisions per second for a single key.
 package dynamodb
 
 import (

@@ -209,11 +209,12 @@ func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
 	if o, err := s.Allow(context.Background(), a("1")); err != nil || !o.Allowed {
 		t.Fatalf("first attempt: %+v, %v", o, err)
 	}
-	// The denied attempt: its conditional transaction goes through (and is
-	// cancelled: the first policy is at its limit), then the write that
-	// counts it fails. The old store's one UpdateItem per policy: the first
-	// goes through, the second fails.
-	proxy.Fail("TransactWriteItems", 1, 1_000_000)
+	// The denied attempt: the read shows the first policy at its limit,
+	// and the one transaction that counts it fails. (Before the store read
+	// the current windows, a conditional transaction went through first,
+	// and was cancelled: the skip was 1.) The old store's one UpdateItem
+	// per policy: the first goes through, the second fails.
+	proxy.Fail("TransactWriteItems", 0, 1_000_000)
 	proxy.Fail("UpdateItem", 1, 1_000_000)
 	o, err := s.Allow(context.Background(), a("2"))
 	if err != nil || o.Allowed {
@@ -284,22 +285,25 @@ func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
 }
 
 // TestADecisionWhoseCountsCannotBeReadBackStands: the transaction of an
-// allowed attempt is applied, then every read of the counts back fails.
-// The attempt was counted and audited: it is answered allowed, not with an
-// error that the fail mode would answer as if nothing had been counted
-// (closed: a 503 for a request that used up a unit; open: "degraded").
+// allowed attempt is applied, then every read fails. The attempt was
+// counted and audited: it is answered allowed, not with an error that the
+// fail mode would answer as if nothing had been counted (closed: a 503
+// for a request that used up a unit; open: "degraded"). The store used to
+// read the counts back after the write, and answered from an estimate
+// when that failed; it now knows them from the write's condition, and
+// reads nothing after it: the count it tells is exact.
 func TestADecisionWhoseCountsCannotBeReadBackStands(t *testing.T) {
 	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
-	// The first GetItem reads the override, before the write; the next
-	// ones read the count back.
-	proxy.Fail("GetItem", 1, 100)
+	// The first read is the one before the write; any other fails.
+	proxy.Fail("BatchGetItem", 1, 100)
+	proxy.Fail("GetItem", 0, 100)
 	o, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
 	if err != nil || !o.Allowed {
 		t.Fatalf("allow = %+v, %v; want allowed", o, err)
 	}
-	if d := o.Decisions[0]; d.Count < 1 || d.Remaining > 4 {
-		t.Errorf("told count %d, remaining %d: want at least the attempt itself counted", d.Count, d.Remaining)
+	if d := o.Decisions[0]; d.Count != 1 || d.Remaining != 4 {
+		t.Errorf("told count %d, remaining %d: want 1 and 4, the attempt itself counted", d.Count, d.Remaining)
 	}
 	if count, audit := stored(t, endpoint, table, p, "k", t0); count != 1 || audit != 1 {
 		t.Errorf("stored count %d with %d audit records, want 1 and 1", count, audit)

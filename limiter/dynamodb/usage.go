@@ -62,17 +62,9 @@ func (r *reads) add(key map[string]types.AttributeValue) func() map[string]types
 // with current, the current window's too.
 func (r *reads) state(p limiter.Policy, key string, now time.Time, current bool) func() (decide.State, error) {
 	start := decide.WindowStart(now, p.Window)
-	switch {
-	case (p.Algorithm == limiter.GCRA):
+	if p.Algorithm == limiter.GCRA {
 		bucket := r.add(BucketKey(p, key))
-		return func() (decide.State, error) {
-			ns, err := numberOf(bucket(), attrTAT)
-			if err != nil || ns == 0 {
-				return decide.State{}, err
-			}
-			emission, err := numberOf(bucket(), attrEmission)
-			return decide.State{TAT: time.Unix(0, ns), Emission: time.Duration(emission)}, err
-		}
+		return func() (decide.State, error) { return bucketState(bucket()) }
 	}
 	none := func() map[string]types.AttributeValue { return nil }
 	cur, prev := none, none
@@ -88,6 +80,17 @@ func (r *reads) state(p limiter.Policy, key string, now time.Time, current bool)
 		}
 		return st, err
 	}
+}
+
+// bucketState is what a GCRA bucket item holds: its TAT and the emission
+// interval it was written with; the zero State when there is none.
+func bucketState(item map[string]types.AttributeValue) (decide.State, error) {
+	ns, err := numberOf(item, attrTAT)
+	if err != nil || ns == 0 {
+		return decide.State{}, err
+	}
+	emission, err := numberOf(item, attrEmission)
+	return decide.State{TAT: time.Unix(0, ns), Emission: time.Duration(emission)}, err
 }
 
 // read reads r's items with strongly consistent reads: one GetItem for one

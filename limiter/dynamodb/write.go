@@ -21,8 +21,13 @@ import (
 
 // conditionFailed is what transact returns when conditions of the
 // transaction failed: nothing was written. items are the indexes, in the
-// transaction, of the writes whose condition failed.
-type conditionFailed struct{ items []int }
+// transaction, of the writes whose condition failed, and old each one's
+// item as the cancellation gave it (with ReturnValuesOnConditionCheckFailure
+// ALL_OLD), nil when it gave none.
+type conditionFailed struct {
+	items []int
+	old   []map[string]types.AttributeValue
+}
 
 func (e *conditionFailed) Error() string {
 	return fmt.Sprintf("conditions failed on items %v", e.items)
@@ -37,6 +42,7 @@ func failedConditions(err error) *conditionFailed {
 	for i, r := range tce.CancellationReasons {
 		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
 			f.items = append(f.items, i)
+			f.old = append(f.old, r.Item)
 		}
 	}
 	return f
