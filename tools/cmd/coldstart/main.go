@@ -49,7 +49,7 @@ func main() {
 	verbose = flag.Bool("v", false, "print each process's ready and decided times and lock waits")
 	child := flag.String("child", "", "internal: open the store at this path, decide once, and report")
 	flag.Parse()
-	cfg := sqlite.Config{Kind: limiter.StoreSQLite, Shards: *shards, JournalMode: *journal, BusyTimeout: *busy}
+	cfg := sqlite.Config{Shards: *shards, JournalMode: *journal, BusyTimeout: *busy}
 	if *child != "" {
 		cfg.Path = *child
 		if err := decideOnce(cfg); err != nil {
@@ -164,7 +164,7 @@ func decideOnce(cfg sqlite.Config) error {
 	ready := time.Now()
 	p := limiter.Policy{Name: "ping", Limit: 1000, Window: time.Minute}
 	key := "c" + strconv.Itoa(os.Getpid())
-	a := limiter.Attempt{Checks: []limiter.Check{{Policy: p, Key: key}}, Now: time.Now(), Route: "GET /ping", RequestID: key}
+	a := limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: key}}, Now: time.Now(), Route: "GET /ping", RequestID: key}
 	if _, err := s.Allow(ctx, a); err != nil {
 		return err
 	}
