@@ -69,9 +69,9 @@ func TestADecisionNamesItsTier(t *testing.T) {
 		t.Errorf("denied by the window: allowed %v, tiers %q %q, bucket moved %v; want denied, pro and pro, unmoved",
 			o.Allowed, o.Decisions[0].Tier, o.Decisions[1].Tier, o.Decisions[1].Moved)
 	}
-	o = decide.Decided(a, []decide.State{{Cur: 1}, {}}, true)
-	if o.Decisions[0].Tier != "pro" || o.Decisions[1].Tier != "pro" {
-		t.Errorf("decided by the store: tiers %q %q, want pro", o.Decisions[0].Tier, o.Decisions[1].Tier)
+	o = decide.Decide(a, []decide.State{{Cur: 1}, {}})
+	if !o.Allowed || o.Decisions[0].Tier != "pro" || o.Decisions[1].Tier != "pro" {
+		t.Errorf("allowed: %v, tiers %q %q, want allowed under pro", o.Allowed, o.Decisions[0].Tier, o.Decisions[1].Tier)
 	}
 	c[0].Tier = "gold"
 	if d := decide.Decide(limiter.Attempt{Charges: c[:1], Now: now}, []decide.State{{Cur: 1}}).Decisions[0]; d.Tier != "" {
