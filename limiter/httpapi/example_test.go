@@ -16,8 +16,7 @@ import (
 )
 
 // Guard two routes of your own API: reading an order, 2 a minute per
-// address; placing one, at a cost of 5 of 100 an hour per user. The
-// policies could as well come from POLICIES (httpapi.ConfigFromEnv). Behind
+// address; placing one, at a cost of 5 of 100 an hour per user. Behind
 // API Gateway, hand the same handler to lambda.Start(awslambda.HTTP(h)).
 func ExampleMiddleware() {
 	dir, _ := os.MkdirTemp("", "example")

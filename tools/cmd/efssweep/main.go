@@ -1,6 +1,6 @@
 // Command efssweep measures the rate limiter on a model of EFS: for each
 // per-operation latency it mounts tools/cmd/latencyfs, runs
-// tools/cmd/loadtest for each number of processes (Lambda execution
+// internal/cmd/loadtest for each number of processes (Lambda execution
 // environments) on one database file on the mount, reads the file-system
 // operations each decision made, and writes the results as JSON and a chart
 // of decisions/s against latency. From the repository root:
