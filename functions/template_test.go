@@ -92,21 +92,30 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 }
 
 // TestTemplateAcceptsThePoliciesTheREADMEShows checks the Policies
-// parameter both ways: the README's examples pass its pattern and the
-// functions' configuration. A pattern cannot tell good JSON from bad, so
-// the README gives a command that checks a value before it is deployed.
+// parameter both ways: the examples of the README and of docs/ pass its
+// pattern and the functions' configuration. A pattern cannot tell good
+// JSON from bad, so docs/policies.md gives a command that checks a value
+// before it is deployed.
 func TestTemplateAcceptsThePoliciesTheREADMEShows(t *testing.T) {
 	tpl := expand(t)
 	p := tpl.Parameters["Policies"]
 	re := regexp.MustCompile(p.AllowedPattern)
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	pages, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every one-line POLICIES='[...]' in the README.
-	examples := regexp.MustCompile(`POLICIES='(\[[^'\n]*\])'`).FindAllStringSubmatch(string(readme), -1)
-	if len(examples) < 2 {
-		t.Fatalf("README shows %d one-line POLICIES examples, want at least 2", len(examples))
+	var docs []byte
+	for _, page := range append([]string{filepath.Join("..", "README.md")}, pages...) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, b...)
+	}
+	// Every one-line POLICIES='[...]' in the README and docs/.
+	examples := regexp.MustCompile(`POLICIES='(\[[^'\n]*\])'`).FindAllStringSubmatch(string(docs), -1)
+	if len(examples) < 4 {
+		t.Fatalf("README and docs/ show %d one-line POLICIES examples, want at least 4", len(examples))
 	}
 	for _, v := range append([]string{""}, func() (vs []string) {
 		for _, e := range examples {
@@ -120,7 +129,7 @@ func TestTemplateAcceptsThePoliciesTheREADMEShows(t *testing.T) {
 		if _, err := readEnv(func(k string) string {
 			return map[string]string{"DB_PATH": "/mnt/efs/ratelimit.db", "POLICIES": v}[k]
 		}); err != nil {
-			t.Errorf("README's POLICIES=%q is refused: %v", v, err)
+			t.Errorf("documented POLICIES=%q is refused: %v", v, err)
 		}
 	}
 	for _, v := range []string{"ping:3/60s", "{}", `[{"name":"a"}]` + "\n"} {

@@ -116,7 +116,7 @@ func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
 }
 
 // TestCheckAdvisesTruncateWithShards: several shards with the default
-// DELETE journal are accepted, with the advice the README gives.
+// DELETE journal are accepted, with the advice docs/capacity.md gives.
 func TestCheckAdvisesTruncateWithShards(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "local-api")

@@ -14,6 +14,9 @@
 // before deploying it as the template's Policies parameter.
 //
 //	POLICIES='[{"name":"burst","limit":5,"window":"1s"}]' go run ./cmd/local-api -check
+//
+// With -version it prints the module's version, as the go command recorded
+// it in the binary, and exits.
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -44,12 +48,18 @@ const requestTimeout = 10 * time.Second
 
 func main() {
 	check := flag.Bool("check", false, "check the configuration as the server reads it, print it and exit: 0 if good, 2 if not")
+	version := flag.Bool("version", false, "print the module's version and exit")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		// The configuration is the environment's: an argument is a
 		// mistake, such as a variable written after the command.
 		fmt.Fprintf(os.Stderr, "local-api: unexpected argument %q: settings are environment variables, e.g. RATE_LIMIT=5 local-api\n", flag.Arg(0))
 		os.Exit(2)
+	}
+	if *version {
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Println(versionLine(bi))
+		return
 	}
 	if *check {
 		os.Exit(checkConfig(os.Stdout, os.Stderr, os.Getenv))
@@ -65,6 +75,18 @@ func main() {
 		log.Error("local-api", "error", err.Error())
 		os.Exit(1)
 	}
+}
+
+// versionLine is what -version prints: the module's version as the go
+// command recorded it in bi, and the Go release that built it. Installed
+// with go install github.com/ft251/ratelimit/cmd/local-api@v0.1.0, that is
+// v0.1.0; built in a checkout, a pseudo-version of its commit (or
+// "(devel)", when the go command records none, as under go run).
+func versionLine(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "local-api: the binary records no build information"
+	}
+	return fmt.Sprintf("local-api %s %s", bi.Main.Version, bi.GoVersion)
 }
 
 func run(log *slog.Logger, cfg config) error {

@@ -166,7 +166,7 @@ func waitFor(t *testing.T, lines <-chan string, substr string) {
 }
 
 // TestLocalServerWithPolicies runs the server with two policies on /ping, a
-// fixed and a sliding one, and EMF metrics on stdout, as the README shows.
+// fixed and a sliding one, and EMF metrics on stdout, as docs/metrics.md shows.
 func TestLocalServerWithPolicies(t *testing.T) {
 	// Windows of 30 days keep the real clock away from their edges.
 	policies := `[{"name":"ping","limit":3,"window":"30d"},{"name":"burst","limit":2,"window":"30d","algorithm":"sliding"}]`
@@ -236,7 +236,7 @@ func TestLocalServerWithPolicies(t *testing.T) {
 	}
 }
 
-// TestCheckSaysWhetherPoliciesAreGood runs -check, the README's way to try
+// TestCheckSaysWhetherPoliciesAreGood runs -check, docs/policies.md's way to try
 // a POLICIES value before deploying it.
 func TestCheckSaysWhetherPoliciesAreGood(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "local-api")

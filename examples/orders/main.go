@@ -8,8 +8,8 @@
 // server: go run ./examples/orders, on ADDR (default 127.0.0.1:3001),
 // with DB_PATH (default ./data/orders.db).
 //
-// It imports limiter/sqlite, not limiter/stores, so the AWS SDK stays out
-// of the function (the DynamoDB store is limiter/dynamodb).
+// It imports limiter/sqlite, not limiter/dynamodb, so the AWS SDK stays out
+// of the function.
 package main
 
 import (

@@ -177,8 +177,8 @@ func (s *countingStore) Allow(ctx context.Context, a limiter.Attempt) (limiter.O
 // TestRejectCacheUnderConcurrency: sixteen clients of one process hammer a
 // key with a limit of 3. Attempts already on their way to the store when
 // the first denial comes back reach it too, so the store sees at most the
-// limit plus one attempt per client, not one per attempt: the rule the
-// README states.
+// limit plus one attempt per client, not one per attempt: the rule
+// docs/configuration.md states (REJECT_CACHE).
 func TestRejectCacheUnderConcurrency(t *testing.T) {
 	counted := &countingStore{Store: sqlitetest.Open(t, sqlite.Config{})}
 	c := rejectcache.New(counted, 0)

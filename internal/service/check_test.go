@@ -72,9 +72,9 @@ func readCheck(t *testing.T, w *httptest.ResponseRecorder) checkAnswer {
 	return a
 }
 
-// TestCheckAnswersAsSpecified walks the README's /check example: a cost of
-// 3 under api and daily, then the cost that fills api exactly, then one
-// unit more, denied as data (200), counted too.
+// TestCheckAnswersAsSpecified walks the /check example of the README and
+// docs/http.md: a cost of 3 under api and daily, then the cost that fills
+// api exactly, then one unit more, denied as data (200), counted too.
 func TestCheckAnswersAsSpecified(t *testing.T) {
 	f := newFixture(t, service.Options{Rules: checkRules()})
 	a := readCheck(t, f.post(t, `{"key": "user-42", "cost": 3, "policies": ["api", "daily"]}`))

@@ -18,7 +18,7 @@ import (
 // can on one store, and are killed with SIGKILL at random moments, most
 // likely inside a decision (that is where a worker spends its time). A
 // store's test starts the workers (its test binary again, see
-// limiter/internal/testproc), runs Kill, reads what the store holds, and
+// internal/testproc), runs Kill, reads what the store holds, and
 // calls Killed.Check.
 
 // Work is a worker's loop: it decides attempts under p at now, each for one

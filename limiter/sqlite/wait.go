@@ -21,7 +21,7 @@ import (
 // Between processes that is unfair: a process that has waited a while sleeps
 // 100 ms between tries, while a newcomer tries again after 1 ms and takes the
 // lock first. Under contention some environments then starve; with four
-// processes on a local disk, tools/cmd/loadtest saw one make 6 decisions in 3 s
+// processes on a local disk, internal/cmd/loadtest saw one make 6 decisions in 3 s
 // while another made 2,248, and its wait ran past the busy timeout.
 //
 // So the store waits itself. SQLite is told not to wait (busy_timeout 0)
