@@ -1,7 +1,8 @@
 // Package dynamotest runs moto_server, a local implementation of DynamoDB
 // (moto, a Python package), for the tests of the DynamoDB store and of the
 // functions that use it: one server per test binary, on a free loopback
-// port, stopped by its pid when the tests end.
+// port, started when a test first needs it and stopped by its pid when the
+// tests end.
 package dynamotest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,26 +112,37 @@ func (m *Moto) Stop() {
 }
 
 var (
-	shared    *Moto
-	sharedErr error
+	sharedOnce sync.Once
+	shared     *Moto
+	sharedErr  error
 )
 
-// Main runs a test binary's tests with one moto_server for all of them.
-// Call it from TestMain.
+// Main runs a test binary's tests with one moto_server for all of them,
+// started by the first test that asks for it (Endpoint), so that a run of
+// tests that need none starts none, and stopped when the tests end. Each
+// test makes its own table (CreateTable), so tests can share the server,
+// and run in parallel on it. Call it from TestMain.
 func Main(m *testing.M) {
-	shared, sharedErr = Start()
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-	}
+	StopShared()
 	os.Exit(code)
 }
 
-// Endpoint is the shared server's endpoint. Without moto_server the test is
-// skipped, loudly, unless RATELIMIT_REQUIRE_TOOLS is set (as .ci/run sets
-// it), which makes that a failure.
+// StopShared stops the shared server if a test started it; a TestMain
+// that does more than Main calls it after m.Run.
+func StopShared() {
+	if shared != nil {
+		shared.Stop()
+	}
+}
+
+// Endpoint is the shared server's endpoint, starting the server if no test
+// has yet; TestMain must call Main or StopShared. Without moto_server the
+// test is skipped, loudly, unless RATELIMIT_REQUIRE_TOOLS is set (as
+// .ci/run sets it), which makes that a failure.
 func Endpoint(tb testing.TB) string {
 	tb.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = Start() })
 	if sharedErr != nil || shared == nil {
 		msg := "SKIPPED: the DynamoDB half did not run: " + fmt.Sprint(sharedErr)
 		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
@@ -138,6 +151,32 @@ func Endpoint(tb testing.TB) string {
 		tb.Skip(msg)
 	}
 	return shared.Endpoint
+}
+
+// exclusive is held by a test that has the shared server to itself.
+var exclusive sync.RWMutex
+
+// Exclusive is Endpoint for a test that loads the server with many
+// concurrent clients: it waits until no other test uses the server
+// through Exclusive or Shared, and has it alone until it ends. moto serves
+// one request at a time (see serve), so two such tests side by side only
+// make each other's requests wait, past the stores' busy timeouts.
+func Exclusive(tb testing.TB) string {
+	tb.Helper()
+	endpoint := Endpoint(tb)
+	exclusive.Lock()
+	tb.Cleanup(exclusive.Unlock)
+	return endpoint
+}
+
+// Shared is Endpoint for a test that sends the server a few requests at a
+// time: it runs beside other such tests, and waits for an Exclusive one.
+func Shared(tb testing.TB) string {
+	tb.Helper()
+	endpoint := Endpoint(tb)
+	exclusive.RLock()
+	tb.Cleanup(exclusive.RUnlock)
+	return endpoint
 }
 
 // StartT starts a moto_server for one test and stops it when the test
