@@ -129,6 +129,9 @@ func TestLeanBuildRefusesTheDynamoDBStore(t *testing.T) {
 	if status == 200 && fnErr.ErrorType == "" || strings.Contains(string(body), `"statusCode":200`) {
 		t.Fatalf("invocation: %d %s, want an init error", status, body)
 	}
+	// Stopped first: the emulator copies the function's output on its own
+	// time, and may answer the invocation before the line is in.
+	e.stop()
 	if !strings.Contains(e.logs.String(), "this build has no dynamodb store") {
 		t.Errorf("the init error does not say why:\n%s", e.logs)
 	}

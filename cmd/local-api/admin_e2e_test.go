@@ -86,7 +86,7 @@ func TestAnOverrideReachesAnotherProcessOnOneFile(t *testing.T) {
 // DynamoDB table.
 func TestAnOverrideReachesAnotherProcessOnOneTable(t *testing.T) {
 	t.Parallel()
-	endpoint := dynamotest.Shared(t)
+	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	overrideAcrossProcesses(t, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint}, dynamotest.Env...)...)
 }

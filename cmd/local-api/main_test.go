@@ -50,7 +50,7 @@ func TestLocalServerEndToEnd(t *testing.T) {
 // TestLocalServerOnDynamoDB runs it with STORE=dynamodb against moto_server.
 func TestLocalServerOnDynamoDB(t *testing.T) {
 	t.Parallel()
-	endpoint := dynamotest.Shared(t)
+	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	dir := t.TempDir()
 	runLocalServer(t, dir, false, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint}, dynamotest.Env...)...)

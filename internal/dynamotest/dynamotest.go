@@ -1,8 +1,9 @@
 // Package dynamotest runs moto_server, a local implementation of DynamoDB
 // (moto, a Python package), for the tests of the DynamoDB store and of the
-// functions that use it: one server per test binary, on a free loopback
-// port, started when a test first needs it and stopped by its pid when the
-// tests end.
+// functions that use it: one server per test binary (and a second for the
+// tests that load it most, see Exclusive), on a free loopback port,
+// started when a test first needs it and stopped by its pid when the tests
+// end.
 package dynamotest
 
 import (
@@ -111,29 +112,64 @@ func (m *Moto) Stop() {
 	m.cmd.Wait()
 }
 
+// server is a moto_server started by the first test that asks for it.
+type server struct {
+	once sync.Once
+	moto *Moto
+	err  error
+}
+
+// endpoint starts s if no test has yet, and returns its endpoint. Without
+// moto_server the test is skipped, loudly, unless RATELIMIT_REQUIRE_TOOLS
+// is set (as .ci/run sets it), which makes that a failure.
+func (s *server) endpoint(tb testing.TB) string {
+	tb.Helper()
+	s.once.Do(func() { s.moto, s.err = Start() })
+	if s.err != nil || s.moto == nil {
+		msg := "SKIPPED: the DynamoDB half did not run: " + fmt.Sprint(s.err)
+		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return s.moto.Endpoint
+}
+
+func (s *server) stop() {
+	if s.moto != nil {
+		s.moto.Stop()
+	}
+}
+
 var (
-	sharedOnce sync.Once
-	shared     *Moto
-	sharedErr  error
+	// shared serves the tests that send a few requests at a time, side by
+	// side.
+	shared server
+	// heavy serves the tests that load moto with many clients, one test at
+	// a time (heavyTurn): moto serves one request at a time (see serve), so
+	// two such tests on one server, or one beside the light ones, only make
+	// each other's requests wait, past the stores' busy timeouts.
+	heavy     server
+	heavyTurn sync.Mutex
 )
 
 // Main runs a test binary's tests with one moto_server for all of them,
 // started by the first test that asks for it (Endpoint), so that a run of
-// tests that need none starts none, and stopped when the tests end. Each
-// test makes its own table (CreateTable), so tests can share the server,
-// and run in parallel on it. Call it from TestMain.
+// tests that need none starts none, and stopped when the tests end; and a
+// second one for the tests that ask for a server of their own (Exclusive).
+// Each test makes its own table (CreateTable), so tests can share a
+// server, and run in parallel on it. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	StopShared()
 	os.Exit(code)
 }
 
-// StopShared stops the shared server if a test started it; a TestMain
-// that does more than Main calls it after m.Run.
+// StopShared stops the servers that tests started; a TestMain that does
+// more than Main calls it after m.Run.
 func StopShared() {
-	if shared != nil {
-		shared.Stop()
-	}
+	shared.stop()
+	heavy.stop()
 }
 
 // Endpoint is the shared server's endpoint, starting the server if no test
@@ -142,40 +178,17 @@ func StopShared() {
 // .ci/run sets it), which makes that a failure.
 func Endpoint(tb testing.TB) string {
 	tb.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = Start() })
-	if sharedErr != nil || shared == nil {
-		msg := "SKIPPED: the DynamoDB half did not run: " + fmt.Sprint(sharedErr)
-		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
-	}
-	return shared.Endpoint
+	return shared.endpoint(tb)
 }
-
-// exclusive is held by a test that has the shared server to itself.
-var exclusive sync.RWMutex
 
 // Exclusive is Endpoint for a test that loads the server with many
-// concurrent clients: it waits until no other test uses the server
-// through Exclusive or Shared, and has it alone until it ends. moto serves
-// one request at a time (see serve), so two such tests side by side only
-// make each other's requests wait, past the stores' busy timeouts.
+// concurrent clients: a second server, which it has to itself until it
+// ends, while the tests on the shared one go on beside it.
 func Exclusive(tb testing.TB) string {
 	tb.Helper()
-	endpoint := Endpoint(tb)
-	exclusive.Lock()
-	tb.Cleanup(exclusive.Unlock)
-	return endpoint
-}
-
-// Shared is Endpoint for a test that sends the server a few requests at a
-// time: it runs beside other such tests, and waits for an Exclusive one.
-func Shared(tb testing.TB) string {
-	tb.Helper()
-	endpoint := Endpoint(tb)
-	exclusive.RLock()
-	tb.Cleanup(exclusive.RUnlock)
+	endpoint := heavy.endpoint(tb)
+	heavyTurn.Lock()
+	tb.Cleanup(heavyTurn.Unlock)
 	return endpoint
 }
 

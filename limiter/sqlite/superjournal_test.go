@@ -87,6 +87,7 @@ var elsewhere = limiter.Policy{Name: "elsewhere", Limit: 1, Window: time.Minute,
 // passes integrity_check, every reported decision is stored, and both
 // policies counted every key alike.
 func TestPruneRemovesSuperJournalsLeftByKillNine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	cfg := shardedConfig(path, 4)
@@ -190,6 +191,7 @@ func namingJournal(sj string) []byte {
 // yet); the one a shard's journal names stays, as do one that lists a file
 // outside the store and one named after another database.
 func TestPruneRemovesOnlySuperJournalsNoJournalNames(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	s := sqlitetest.Open(t, shardedConfig(path, 4))
@@ -233,6 +235,7 @@ func TestPruneRemovesOnlySuperJournalsNoJournalNames(t *testing.T) {
 // decision fails, every count is exact, and both policies counted every
 // key alike.
 func TestPruneDuringCrossShardCommitsRemovesNoLiveSuperJournal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	cfg := shardedConfig(path, 4)
