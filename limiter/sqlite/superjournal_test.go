@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/longtest"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/internal/testproc"
@@ -79,8 +80,9 @@ var elsewhere = limiter.Policy{Name: "elsewhere", Limit: 1, Window: time.Minute,
 
 // TestPruneRemovesSuperJournalsLeftByKillNine kills a process that decides
 // across four shards with SIGKILL in the middle of its cross-shard commits
-// (when a super-journal appears, or up to 1.5 ms later), twelve times, and
-// on until super-journals are left behind: SQLite deletes one when the last journal
+// (when a super-journal appears, or up to 1.5 ms later), twelve times (six
+// without -tags longtests, see longtest), and on until super-journals are
+// left behind: SQLite deletes one when the last journal
 // that names it is rolled back, and never one that no journal names yet
 // (a kill after the super-journal is made and before the first journal
 // names it). Prune removes them, and the counts stay exact: every file
@@ -94,8 +96,8 @@ func TestPruneRemovesSuperJournalsLeftByKillNine(t *testing.T) {
 	sqlitetest.Open(t, cfg).Close()
 
 	r := &reporter{reported: map[string]int64{}}
-	kills := 0
-	for ; kills < 12 || kills < 200 && len(superJournals(t, dir)) == 0; kills++ {
+	kills, rounds := 0, longtest.Rounds(t, 6, 12)
+	for ; kills < rounds || kills < 200 && len(superJournals(t, dir)) == 0; kills++ {
 		before := superJournals(t, dir)
 		cmd := testproc.Command(roleShardedWorker, path)
 		done := r.start(t, cmd)
