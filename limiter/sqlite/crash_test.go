@@ -110,7 +110,7 @@ func shardedWorker(path string) {
 // unreported); every window has exactly min(count, limit) audit rows; and
 // the survivors kept deciding after every kill.
 func TestKillNineMidTransaction(t *testing.T) {
-	t.Parallel()
+	longtest.Parallel(t)
 	path := filepath.Join(t.TempDir(), "shared.db")
 	sqlitetest.Open(t, storeConfig(path)).Close() // create the schema first
 
@@ -132,7 +132,7 @@ func TestKillNineMidTransaction(t *testing.T) {
 // policies counted every attempt of every key alike: no decision survived
 // a kill counted in one shard only.
 func TestKillNineShardedAndBatched(t *testing.T) {
-	t.Parallel()
+	longtest.Parallel(t)
 	path := filepath.Join(t.TempDir(), "shared.db")
 	cfg := shardedConfig(path, 4)
 	sqlitetest.Open(t, cfg).Close()
@@ -195,7 +195,7 @@ func storedWindows(t *testing.T, s *sqlite.Store, p limiter.Policy) map[string]s
 // windows from one handle while two others make decisions as fast as they
 // can: no decision fails, every count is exact, and the backlog is gone.
 func TestPruneUnderLoadFailsNoDecision(t *testing.T) {
-	t.Parallel()
+	longtest.Parallel(t)
 	path := filepath.Join(t.TempDir(), "shared.db")
 	pruner := sqlitetest.Open(t, storeConfig(path))
 	if _, err := sqlitetest.Connect(t, path).Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 19999)

@@ -89,7 +89,7 @@ var elsewhere = limiter.Policy{Name: "elsewhere", Limit: 1, Window: time.Minute,
 // passes integrity_check, every reported decision is stored, and both
 // policies counted every key alike.
 func TestPruneRemovesSuperJournalsLeftByKillNine(t *testing.T) {
-	t.Parallel()
+	longtest.Parallel(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	cfg := shardedConfig(path, 4)
@@ -237,7 +237,7 @@ func TestPruneRemovesOnlySuperJournalsNoJournalNames(t *testing.T) {
 // decision fails, every count is exact, and both policies counted every
 // key alike.
 func TestPruneDuringCrossShardCommitsRemovesNoLiveSuperJournal(t *testing.T) {
-	t.Parallel()
+	longtest.Parallel(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	cfg := shardedConfig(path, 4)
