@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -78,44 +79,57 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build compiles the emulator and every function. A missing go command is
-// a failure, not a reason to skip.
+// build compiles the emulator and every function, two builds at a time
+// (most of a build that finds its executable up to date is one go
+// command's single-threaded hashing). A missing go command is a failure,
+// not a reason to skip.
 func build() error {
 	root, err := filepath.Abs("..") // go test runs in functions/
 	if err != nil {
-		return err
-	}
-	if bin.rie, err = testbin.Path(testbin.Spec{Dir: root, Pkg: rieTool}); err != nil {
 		return err
 	}
 	// Each function is built as Lambda gets it: a static Linux executable
 	// named bootstrap. Deployment builds GOARCH=arm64 with the same flags;
 	// the host's architecture is used here so that the bootstrap runs on
 	// this machine.
-	lambda := func(pkg, tags string) (string, error) {
-		return testbin.Path(testbin.Spec{Dir: root, Pkg: pkg, Name: "bootstrap",
+	lambda := func(pkg, tags string) testbin.Spec {
+		return testbin.Spec{Dir: root, Pkg: pkg, Name: "bootstrap",
 			Flags: []string{"-tags", tags, "-trimpath", "-ldflags=-s -w"},
-			Env:   []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}})
+			Env:   []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}}
 	}
-	bin.bootstrap = map[string]string{}
+	specs := map[string]testbin.Spec{"": {Dir: root, Pkg: rieTool}}
 	for _, name := range functionNames {
-		if bin.bootstrap[name], err = lambda("./functions/"+name, "lambda.norpc"); err != nil {
-			return err
-		}
+		specs[name] = lambda("./functions/"+name, "lambda.norpc")
+		// The lean builds a SQLite-only deployment may use: no DynamoDB
+		// store, no AWS SDK.
+		specs[name+"-nodynamodb"] = lambda("./functions/"+name, "lambda.norpc,nodynamodb")
 	}
 	// The example a user copies: their own API behind the middleware.
 	for name, pkg := range examples {
-		if bin.bootstrap[name], err = lambda(pkg, "lambda.norpc"); err != nil {
-			return err
-		}
+		specs[name] = lambda(pkg, "lambda.norpc")
 	}
-	// The lean builds a SQLite-only deployment may use: no DynamoDB store,
-	// no AWS SDK.
-	for _, name := range functionNames {
-		if bin.bootstrap[name+"-nodynamodb"], err = lambda("./functions/"+name, "lambda.norpc,nodynamodb"); err != nil {
-			return err
-		}
+	var mu sync.Mutex
+	var errs []error
+	paths := map[string]string{}
+	turns := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for name, spec := range specs {
+		wg.Go(func() {
+			turns <- struct{}{}
+			path, err := testbin.Path(spec)
+			<-turns
+			mu.Lock()
+			defer mu.Unlock()
+			paths[name], errs = path, append(errs, err)
+		})
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	bin.rie = paths[""]
+	delete(paths, "")
+	bin.bootstrap = paths
 	return nil
 }
 

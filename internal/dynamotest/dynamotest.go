@@ -1,9 +1,9 @@
 // Package dynamotest runs moto_server, a local implementation of DynamoDB
 // (moto, a Python package), for the tests of the DynamoDB store and of the
-// functions that use it: one server per test binary (and a second for the
-// tests that load it most, see Exclusive), on a free loopback port,
-// started when a test first needs it and stopped by its pid when the tests
-// end.
+// functions that use it: one server per test binary (and one for each of
+// the tests that load it most that run at once, see Exclusive), on a free
+// loopback port, started when a test first needs it and stopped by its pid
+// when the tests end.
 package dynamotest
 
 import (
@@ -145,18 +145,21 @@ var (
 	// shared serves the tests that send a few requests at a time, side by
 	// side.
 	shared server
-	// heavy serves the tests that load moto with many clients, one test at
-	// a time (heavyTurn): moto serves one request at a time (see serve), so
-	// two such tests on one server, or one beside the light ones, only make
-	// each other's requests wait, past the stores' busy timeouts.
-	heavy     server
-	heavyTurn sync.Mutex
+	// heavy are the servers of the tests that load moto with many clients,
+	// one test on each at a time: moto serves one request at a time (see
+	// serve), so two such tests on one server, or one beside the light
+	// ones, only make each other's requests wait, past the stores' busy
+	// timeouts. A test takes a free one or starts another, and gives it
+	// back when it ends; there are as many as such tests ran at once.
+	heavyMu   sync.Mutex
+	heavyFree []*Moto
+	heavyAll  []*Moto
 )
 
 // Main runs a test binary's tests with one moto_server for all of them,
 // started by the first test that asks for it (Endpoint), so that a run of
-// tests that need none starts none, and stopped when the tests end; and a
-// second one for the tests that ask for a server of their own (Exclusive).
+// tests that need none starts none, and stopped when the tests end; and
+// those of the tests that asked for a server of their own (Exclusive).
 // Each test makes its own table (CreateTable), so tests can share a
 // server, and run in parallel on it. Call it from TestMain.
 func Main(m *testing.M) {
@@ -169,7 +172,11 @@ func Main(m *testing.M) {
 // more than Main calls it after m.Run.
 func StopShared() {
 	shared.stop()
-	heavy.stop()
+	heavyMu.Lock()
+	defer heavyMu.Unlock()
+	for _, m := range heavyAll {
+		m.Stop()
+	}
 }
 
 // Endpoint is the shared server's endpoint, starting the server if no test
@@ -182,20 +189,44 @@ func Endpoint(tb testing.TB) string {
 }
 
 // Exclusive is Endpoint for a test that loads the server with many
-// concurrent clients: a second server, which it has to itself until it
-// ends, while the tests on the shared one go on beside it.
+// concurrent clients: a server it has to itself until it ends, while the
+// tests on the shared one go on beside it. Servers are reused from test
+// to test, and stopped by Main.
 func Exclusive(tb testing.TB) string {
 	tb.Helper()
-	endpoint := heavy.endpoint(tb)
-	heavyTurn.Lock()
-	tb.Cleanup(heavyTurn.Unlock)
-	return endpoint
+	heavyMu.Lock()
+	var m *Moto
+	if n := len(heavyFree); n > 0 {
+		m, heavyFree = heavyFree[n-1], heavyFree[:n-1]
+	}
+	heavyMu.Unlock()
+	if m == nil {
+		m = startOrSkip(tb)
+		heavyMu.Lock()
+		heavyAll = append(heavyAll, m)
+		heavyMu.Unlock()
+	}
+	tb.Cleanup(func() {
+		heavyMu.Lock()
+		heavyFree = append(heavyFree, m)
+		heavyMu.Unlock()
+	})
+	return m.Endpoint
 }
 
 // StartT starts a moto_server for one test and stops it when the test
 // ends. Without moto_server the test is skipped, loudly, unless
 // RATELIMIT_REQUIRE_TOOLS is set, which makes that a failure.
 func StartT(tb testing.TB) *Moto {
+	tb.Helper()
+	m := startOrSkip(tb)
+	tb.Cleanup(m.Stop)
+	return m
+}
+
+// startOrSkip is Start, skipping the test without moto_server, or failing
+// it with RATELIMIT_REQUIRE_TOOLS.
+func startOrSkip(tb testing.TB) *Moto {
 	tb.Helper()
 	m, err := Start()
 	if err != nil {
@@ -205,7 +236,6 @@ func StartT(tb testing.TB) *Moto {
 		}
 		tb.Skip(msg)
 	}
-	tb.Cleanup(m.Stop)
 	return m
 }
 
