@@ -241,9 +241,9 @@ func synchronous(journalMode string) string {
 	return "FULL"
 }
 
-// open opens the database, charges that the pragmas took, migrates the schema,
-// charges (or records) the file's place in the layout, and prepares the
-// statements the request path uses.
+// open opens the database, charges that the pragmas took, migrates the schema
+// and charges (or records) the file's place in the layout (prepare), and
+// prepares the statements the request path uses.
 //
 // A lock in the way does not make it start again from the beginning; it
 // waits where it finds the lock, within the budget (see opening): cold
@@ -285,12 +285,11 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 		}
 	}
 	if sh.cfg.ReadOnly {
-		err = checkVersion(ctx, db)
+		if err = checkVersion(ctx, db); err == nil {
+			err = sh.checkLayout(ctx, db)
+		}
 	} else {
-		err = migrate(ctx, db, o)
-	}
-	if err == nil {
-		err = sh.checkLayout(ctx, db, o)
+		err = sh.prepare(ctx, db, o)
 	}
 	if err != nil {
 		return nil, err
