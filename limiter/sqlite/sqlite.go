@@ -278,12 +278,7 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 		return nil, err
 	}
 	testHook("pragmas", sh.path)
-	if !sh.cfg.ReadOnly && !sh.cfg.SQLiteBusyHandler {
-		// Without a probe the store still waits, less fairly (wait.go).
-		if p, err := openProbe(sh.path, &sh.wait.probeFailures); err == nil {
-			o.probe = p
-		}
-	}
+	o.probe = sh.openProbe()
 	if sh.cfg.ReadOnly {
 		if err = checkVersion(ctx, db); err == nil {
 			err = sh.checkLayout(ctx, db)
@@ -310,6 +305,20 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// openProbe opens the lock probe a writer waits with, or returns nil: a
+// read-only store takes no write lock, SQLite's busy handler waits on its
+// own, and without a probe the store still waits, less fairly (wait.go).
+func (sh *shard) openProbe() *probe {
+	if sh.cfg.ReadOnly || sh.cfg.SQLiteBusyHandler {
+		return nil
+	}
+	p, err := openProbe(sh.path, &sh.wait.probeFailures)
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // testHookOpen, when set by a test, runs at points of open where another
