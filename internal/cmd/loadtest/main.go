@@ -69,6 +69,7 @@ type options struct {
 	batch    int
 	policies int
 	cross    bool
+	fsStats  string
 }
 
 func main() {
@@ -131,6 +132,7 @@ func parseFlags() options {
 	flag.IntVar(&o.batch, "batch", 0, "most decisions of a process in one transaction (0: the store's default; 1: no group commit, as before it)")
 	flag.IntVar(&o.policies, "policies", 1, "policies per request: ping, then others that count every attempt and deny none, under the same client key (so in the same shard)")
 	flag.BoolVar(&o.cross, "cross", false, "with -via store: the other policies count under another client key each (key/pN, as another key source would), mostly in other shards")
+	flag.StringVar(&o.fsStats, "fs-stats", "", "base URL of latencyfs's counters (http://ADDR): zeroed when the load starts and read when it ends, so that the row's fs_ops are the decisions' alone, without the opens before or the check after")
 	flag.Parse()
 	if o.cross && o.via != "store" {
 		fatal(errors.New("-cross needs -via store: the handler takes every policy's key from the request"))
@@ -252,7 +254,13 @@ func worker(o options) error {
 	st := store.Stats()
 	total.Retries, total.Writes, total.Batches, total.Batched, total.Across = st.BusyRetries, st.Writes, st.Batches, st.Batched, st.CrossShard
 	total.Memory = memory.n
-	return json.NewEncoder(os.Stdout).Encode(total)
+	if err := json.NewEncoder(os.Stdout).Encode(total); err != nil {
+		return err
+	}
+	// The store closes (its files' closes are file-system calls) only once
+	// the parent has read every worker's counters: stdin closes then.
+	io.Copy(io.Discard, os.Stdin)
+	return nil
 }
 
 // pruneResult is what the pruner process reports.
@@ -441,6 +449,8 @@ type row struct {
 	Mismatches []string      `json:"mismatches,omitempty"`
 	FirstError string        `json:"first_error,omitempty"`
 	Prune      *pruneResult  `json:"prune,omitempty"`
+	// FS is latencyfs's counters over the load alone, with -fs-stats.
+	FS *fsCounts `json:"fs,omitempty"`
 }
 
 // run starts procs worker processes on one fresh database, lets them drive
@@ -528,6 +538,11 @@ func startWorkers(o options, procs int) ([]proc, error) {
 			return nil, fmt.Errorf("worker %d: %q %v", i, line, err)
 		}
 	}
+	if o.fsStats != "" {
+		if _, err := fsCounters(o.fsStats, true); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range ps {
 		io.WriteString(p.stdin, "go\n")
 	}
@@ -547,14 +562,25 @@ func collect(o options, procs int, ps []proc) (row, error) {
 		ps[procs].cmd.Wait()
 		ps = ps[:procs]
 	}
+	results := make([]result, len(ps))
 	for i, p := range ps {
-		var res result
-		if err := json.NewDecoder(p.out).Decode(&res); err != nil {
+		if err := json.NewDecoder(p.out).Decode(&results[i]); err != nil {
 			return row{}, fmt.Errorf("worker %d result: %w", i, err)
 		}
+	}
+	if o.fsStats != "" {
+		fs, err := fsCounters(o.fsStats, false)
+		if err != nil {
+			return row{}, err
+		}
+		r.FS = &fs
+	}
+	for i, p := range ps {
+		p.stdin.Close() // the worker closes its store and exits
 		if err := p.cmd.Wait(); err != nil {
 			return row{}, fmt.Errorf("worker %d: %w", i, err)
 		}
+		res := results[i]
 		total.add(res)
 		if r.MinPerProc < 0 || res.Decisions < r.MinPerProc {
 			r.MinPerProc = res.Decisions
