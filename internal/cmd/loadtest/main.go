@@ -197,6 +197,8 @@ type result struct {
 	Rejected  int64            `json:"rejected"`
 	Busy      int64            `json:"timed_out"`
 	Retries   int64            `json:"busy_retries"`
+	Probes    int64            `json:"lock_probes"`
+	Yields    int64            `json:"yields"`
 	Errors    int64            `json:"errors"`
 	Latency   *hist            `json:"latency"`
 	Writes    int64            `json:"store_writes"` // write transactions committed
@@ -253,6 +255,7 @@ func worker(o options) error {
 	wg.Wait()
 	st := store.Stats()
 	total.Retries, total.Writes, total.Batches, total.Batched, total.Across = st.BusyRetries, st.Writes, st.Batches, st.Batched, st.CrossShard
+	total.Probes, total.Yields = st.Probes, st.Yields
 	total.Memory = memory.n
 	if err := json.NewEncoder(os.Stdout).Encode(total); err != nil {
 		return err
@@ -360,6 +363,8 @@ func (r *result) add(o result) {
 	r.Rejected += o.Rejected
 	r.Busy += o.Busy
 	r.Retries += o.Retries
+	r.Probes += o.Probes
+	r.Yields += o.Yields
 	r.Writes += o.Writes
 	r.Batches += o.Batches
 	r.Batched += o.Batched
@@ -439,6 +444,8 @@ type row struct {
 	Max        time.Duration `json:"max_ns"`
 	Busy       int64         `json:"timed_out"`
 	Retries    int64         `json:"busy_retries"`
+	Probes     int64         `json:"lock_probes"`
+	Yields     int64         `json:"yields"`
 	Writes     int64         `json:"store_writes"`
 	FromMemory int64         `json:"from_memory"`
 	Errors     int64         `json:"errors"`
@@ -588,6 +595,7 @@ func collect(o options, procs int, ps []proc) (row, error) {
 		r.MaxPerProc = max(r.MaxPerProc, res.Decisions)
 	}
 	r.Decisions, r.Busy, r.Retries, r.Errors, r.FirstError = total.Decisions, total.Busy, total.Retries, total.Errors, total.FirstErr
+	r.Probes, r.Yields = total.Probes, total.Yields
 	r.Writes, r.Batches, r.Batched, r.Across = total.Writes, total.Batches, total.Batched, total.Across
 	for _, n := range total.Memory {
 		r.FromMemory += n

@@ -69,6 +69,9 @@ type point struct {
 	P99           time.Duration      `json:"p99_ns"`
 	Max           time.Duration      `json:"max_ns"`
 	TimedOut      int64              `json:"timed_out"`
+	Retries       int64              `json:"busy_retries"`
+	Probes        int64              `json:"lock_probes"`
+	Yields        int64              `json:"yields"`
 	Errors        int64              `json:"errors"`
 	MinPerProc    int64              `json:"min_per_proc"`
 	MaxPerProc    int64              `json:"max_per_proc"`
@@ -139,6 +142,8 @@ func main() {
 				model, pt.Shards, pt.Procs, pt.Clients, pt.PerSecond, float64(pt.StoreWrites)/duration.Seconds(), pt.P50.Round(time.Microsecond), pt.P99.Round(time.Microsecond), pt.Max.Round(time.Microsecond),
 				pt.MinPerProc, pt.MaxPerProc, pt.spread(), pt.OpsPerDecison, pt.TimedOut, pt.Exact)
 			fmt.Printf("  fs ops/decision by kind: %s\n", pt.byKind())
+			fmt.Printf("  per decision: %.2f lock waits that tried again, %.2f looks at a held lock, %.2f commits that gave way\n",
+				pt.per(pt.Retries), pt.per(pt.Probes), pt.per(pt.Yields))
 			results = append(results, pt)
 		}
 		m.unmount()

@@ -23,6 +23,14 @@ func (p *point) perDecision() {
 	p.OpsPerDecison = float64(p.FS.ReadClass+p.FS.WriteClass) / float64(p.Decisions)
 }
 
+// per is n per decision.
+func (p *point) per(n int64) float64 {
+	if p.Decisions == 0 {
+		return 0
+	}
+	return float64(n) / float64(p.Decisions)
+}
+
 // byKind lists the calls per decision by kind, most first.
 func (p *point) byKind() string {
 	kinds := make([]string, 0, len(p.OpsByKind))
