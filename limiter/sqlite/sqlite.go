@@ -104,8 +104,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	set := settings{Config: c, Options: sqlitetune.From(ctx)}
 	s := &Store{path: c.Path, cfg: set}
+	busy := &contention{}
 	for i := range c.Shards {
-		s.shards = append(s.shards, &shard{index: i, count: c.Shards, path: ShardPath(c.Path, i), cfg: set, mu: make(chan struct{}, 1)})
+		sh := &shard{index: i, count: c.Shards, path: ShardPath(c.Path, i), cfg: set, mu: make(chan struct{}, 1)}
+		sh.wait.store = busy
+		s.shards = append(s.shards, sh)
 	}
 	return s, nil
 }
