@@ -74,6 +74,10 @@ func Start() (*Moto, error) {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if resp, err := http.Get(m.Endpoint + "/moto-api/"); err == nil {
 			resp.Body.Close()
+			if err := m.warm(); err != nil {
+				m.Stop()
+				return nil, err
+			}
 			return m, nil
 		}
 		if time.Now().After(deadline) {
@@ -82,6 +86,25 @@ func Start() (*Moto, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// warm sends moto its first DynamoDB request, which makes it load its
+// DynamoDB backend: seconds on a loaded machine, which a test's first
+// decisions would otherwise wait out, past their busy timeout
+// (TestTiersAtOneInstantAcrossHandles, nine clients at once on a server
+// just started, saw "context deadline exceeded").
+func (m *Moto) warm() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := config.LoadDefaultConfig(ctx, Options()...)
+	if err != nil {
+		return err
+	}
+	c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(m.Endpoint) })
+	if _, err := c.ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+		return fmt.Errorf("moto_server on %s: the first DynamoDB request: %w", m.Endpoint, err)
+	}
+	return nil
 }
 
 // interpreter finds the Python that runs moto_server: the one its script's
