@@ -30,6 +30,7 @@ func adminRequest(t *testing.T, method, path, body string) []byte {
 // the ping function, another execution environment on the same file; the
 // admin function logs the IAM principal that asked.
 func TestAdminThroughTheRuntime(t *testing.T) {
+	t.Parallel()
 	env := []string{"DB_PATH=" + filepath.Join(t.TempDir(), "ratelimit.db"), "RATE_LIMIT=2", "WINDOW_SECONDS=" + longWindow}
 	ping, admin := startEmulator(t, "ping", env...), startEmulator(t, "admin", env...)
 	dave := withKey(t, lambdatest.Event(t, "ping.json"), "dave")

@@ -146,6 +146,7 @@ func parseMarker(s string) marker {
 // not say whether it is run, by which test, or why not, so that nothing in
 // the documentation goes unchecked unnoticed.
 func TestDocsBlocksAreMarked(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	runnable := 0
 	for _, page := range docPages(t, root) {
@@ -231,6 +232,7 @@ func checkTestedBy(t *testing.T, root string, b docBlock, list string) {
 // file, or a heading, that does not exist: the pages link into each other
 // by heading, and a heading renamed would leave them pointing at nothing.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	links := regexp.MustCompile(`\]\(([^()\s]+)\)|^\[[^\]]+\]:\s*(\S+)`)
 	for _, page := range docPages(t, root) {
@@ -378,6 +380,7 @@ func requireTools(t *testing.T, needs []string) {
 // this repository's go.sum. A block followed by an output block is run, and
 // must print it.
 func TestDocsGoProgramsBuild(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	steps := goSteps(t, root)
 	built := 0
@@ -389,6 +392,7 @@ func TestDocsGoProgramsBuild(t *testing.T) {
 			}
 			built++
 			t.Run(b.String(), func(t *testing.T) {
+				t.Parallel()
 				dir := t.TempDir()
 				if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(b.body), 0o644); err != nil {
 					t.Fatal(err)
@@ -508,6 +512,7 @@ func compareOutput(want, got string) string {
 // script must succeed. The README's check of the deploy without AWS runs
 // here as written.
 func TestDocsCommandsRun(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	// Some blocks listen on the fixed ports they show (the emulator on
 	// 9000, moto on 5000): one run at a time on this machine, whichever
@@ -516,11 +521,12 @@ func TestDocsCommandsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Close()
+	// Closing the file releases the lock, after the pages' subtests,
+	// which run side by side (each its own server, on a free port).
+	t.Cleanup(func() { lock.Close() })
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	for _, page := range docPages(t, root) {
 		blocks := readBlocks(t, root, page)
 		if !slices.ContainsFunc(blocks, func(b docBlock) bool {
@@ -530,6 +536,7 @@ func TestDocsCommandsRun(t *testing.T) {
 			continue
 		}
 		t.Run(page, func(t *testing.T) {
+			t.Parallel()
 			pageT := t
 			var srv *docServer
 			serverSkipped := false

@@ -24,8 +24,8 @@ import (
 
 // dynamoEnv is the configuration of a function on the DynamoDB store in
 // moto, as the template would set it in AWS (which provides credentials).
-func dynamoEnv(m *dynamotest.Moto, table string, more ...string) []string {
-	return append(append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + m.Endpoint}, dynamotest.Env...), more...)
+func dynamoEnv(endpoint, table string, more ...string) []string {
+	return append(append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint}, dynamotest.Env...), more...)
 }
 
 // TestDynamoDBStoreThroughTheEmulator runs the ping and status functions on
@@ -33,10 +33,11 @@ func dynamoEnv(m *dynamotest.Moto, table string, more ...string) []string {
 // same answers as on SQLite, and with three environments at once, exact
 // counts and audit records.
 func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
-	m := dynamotest.StartT(t)
-	table := dynamotest.CreateTable(t, m.Endpoint)
-	ping := startEmulator(t, "ping", dynamoEnv(m, table, "RATE_LIMIT=3", "WINDOW_SECONDS="+longWindow)...)
-	status := startEmulator(t, "status", dynamoEnv(m, table, "RATE_LIMIT=3", "WINDOW_SECONDS="+longWindow)...)
+	t.Parallel()
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	ping := startEmulator(t, "ping", dynamoEnv(endpoint, table, "RATE_LIMIT=3", "WINDOW_SECONDS="+longWindow)...)
+	status := startEmulator(t, "status", dynamoEnv(endpoint, table, "RATE_LIMIT=3", "WINDOW_SECONDS="+longWindow)...)
 
 	event := lambdatest.Event(t, "ping.json")
 	for i, want := range []int{200, 200, 200, 429} {
@@ -61,9 +62,9 @@ func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
 	// Three environments, 60 invocations of one key, limit 20.
 	const limit, requests = 20, 60
 	envs := []*emulator{
-		startEmulator(t, "ping", dynamoEnv(m, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
-		startEmulator(t, "ping", dynamoEnv(m, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
-		startEmulator(t, "ping", dynamoEnv(m, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
+		startEmulator(t, "ping", dynamoEnv(endpoint, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
+		startEmulator(t, "ping", dynamoEnv(endpoint, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
+		startEmulator(t, "ping", dynamoEnv(endpoint, table, "RATE_LIMIT="+strconv.Itoa(limit), "WINDOW_SECONDS="+longWindow)...),
 	}
 	crowd := withKey(t, lambdatest.Event(t, "ping.json"), "crowd")
 	statuses := map[int]int{}
@@ -85,7 +86,7 @@ func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
 	if statuses[200] != limit || statuses[429] != requests-limit {
 		t.Errorf("statuses %v, want %d × 200 and %d × 429", statuses, limit, requests-limit)
 	}
-	c := dynamotest.Client(t, m.Endpoint)
+	c := dynamotest.Client(t, endpoint)
 	ctx := context.Background()
 	p := limiter.Policy{Name: "ping", Limit: limit, Window: 2592000 * time.Second}
 	start := decide.WindowStart(time.Now(), p.Window)
@@ -115,6 +116,7 @@ func TestDynamoDBStoreThroughTheEmulator(t *testing.T) {
 // -tags nodynamodb, which leaves the AWS SDK out, configured for DynamoDB:
 // it must fail at init saying why, not start without its store.
 func TestLeanBuildRefusesTheDynamoDBStore(t *testing.T) {
+	t.Parallel()
 	e := startEmulator(t, "ping-nodynamodb", "STORE=dynamodb", "TABLE_NAME=t")
 	status, body, err := e.invoke(lambdatest.Event(t, "ping.json"))
 	if err != nil {
@@ -127,6 +129,9 @@ func TestLeanBuildRefusesTheDynamoDBStore(t *testing.T) {
 	if status == 200 && fnErr.ErrorType == "" || strings.Contains(string(body), `"statusCode":200`) {
 		t.Fatalf("invocation: %d %s, want an init error", status, body)
 	}
+	// Stopped first: the emulator copies the function's output on its own
+	// time, and may answer the invocation before the line is in.
+	e.stop()
 	if !strings.Contains(e.logs.String(), "this build has no dynamodb store") {
 		t.Errorf("the init error does not say why:\n%s", e.logs)
 	}

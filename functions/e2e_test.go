@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,9 +30,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ft251/ratelimit/internal/dynamotest"
 	"github.com/ft251/ratelimit/internal/lambdatest"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
+	"github.com/ft251/ratelimit/internal/testbin"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
@@ -58,80 +61,75 @@ var functionNames = []string{"ping", "status", "prune", "admin"}
 // the name their bootstrap is started under.
 var examples = map[string]string{"orders": "./examples/orders"}
 
-// bin holds the binaries TestMain builds once per test run.
+// bin holds the binaries TestMain builds once per test run (testbin: and
+// reuses from the last run while their sources are unchanged).
 var bin struct {
 	rie       string
 	bootstrap map[string]string // function name -> bootstrap
 }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "functions-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := 1
-	if err := build(dir); err != nil {
+	if err := build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
 		code = m.Run()
 	}
-	os.RemoveAll(dir)
+	dynamotest.StopShared()
 	os.Exit(code)
 }
 
-// build compiles the emulator and every function into dir. A missing go
-// command is a failure, not a reason to skip.
-func build(dir string) error {
+// build compiles the emulator and every function, two builds at a time
+// (most of a build that finds its executable up to date is one go
+// command's single-threaded hashing). A missing go command is a failure,
+// not a reason to skip.
+func build() error {
 	root, err := filepath.Abs("..") // go test runs in functions/
 	if err != nil {
-		return err
-	}
-	bin.rie = filepath.Join(dir, "aws-lambda-rie")
-	if err := goBuild(root, nil, "-o", bin.rie, rieTool); err != nil {
 		return err
 	}
 	// Each function is built as Lambda gets it: a static Linux executable
 	// named bootstrap. Deployment builds GOARCH=arm64 with the same flags;
 	// the host's architecture is used here so that the bootstrap runs on
 	// this machine.
-	lambdaEnv := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}
-	bin.bootstrap = map[string]string{}
+	lambda := func(pkg, tags string) testbin.Spec {
+		return testbin.Spec{Dir: root, Pkg: pkg, Name: "bootstrap",
+			Flags: []string{"-tags", tags, "-trimpath", "-ldflags=-s -w"},
+			Env:   []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}}
+	}
+	specs := map[string]testbin.Spec{"": {Dir: root, Pkg: rieTool}}
 	for _, name := range functionNames {
-		out := filepath.Join(dir, name, "bootstrap")
-		err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/"+name)
-		if err != nil {
-			return err
-		}
-		bin.bootstrap[name] = out
+		specs[name] = lambda("./functions/"+name, "lambda.norpc")
+		// The lean builds a SQLite-only deployment may use: no DynamoDB
+		// store, no AWS SDK.
+		specs[name+"-nodynamodb"] = lambda("./functions/"+name, "lambda.norpc,nodynamodb")
 	}
 	// The example a user copies: their own API behind the middleware.
 	for name, pkg := range examples {
-		out := filepath.Join(dir, name, "bootstrap")
-		if err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg); err != nil {
-			return err
-		}
-		bin.bootstrap[name] = out
+		specs[name] = lambda(pkg, "lambda.norpc")
 	}
-	// The lean builds a SQLite-only deployment may use: no DynamoDB store,
-	// no AWS SDK.
-	for _, name := range functionNames {
-		out := filepath.Join(dir, name+"-nodynamodb", "bootstrap")
-		if err := goBuild(root, lambdaEnv, "-tags", "lambda.norpc,nodynamodb", "-trimpath", "-ldflags=-s -w", "-o", out, "./functions/"+name); err != nil {
-			return err
-		}
-		bin.bootstrap[name+"-nodynamodb"] = out
+	var mu sync.Mutex
+	var errs []error
+	paths := map[string]string{}
+	turns := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for name, spec := range specs {
+		wg.Go(func() {
+			turns <- struct{}{}
+			path, err := testbin.Path(spec)
+			<-turns
+			mu.Lock()
+			defer mu.Unlock()
+			paths[name], errs = path, append(errs, err)
+		})
 	}
-	return nil
-}
-
-func goBuild(dir string, env []string, args ...string) error {
-	cmd := exec.Command("go", append([]string{"build"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
+	bin.rie = paths[""]
+	delete(paths, "")
+	bin.bootstrap = paths
 	return nil
 }
 
@@ -374,6 +372,7 @@ func queryStrings(t *testing.T, db *sql.DB, query string) []string {
 }
 
 func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "ratelimit.db")
 	cfg := []string{"DB_PATH=" + dbPath, "RATE_LIMIT=3", "WINDOW_SECONDS=" + longWindow}
 	ping := startEmulator(t, "ping", cfg...)
@@ -466,6 +465,7 @@ func TestPingUntil429ThenStatusReadsTheCount(t *testing.T) {
 }
 
 func TestPingWithoutKeyUsesTheFallbackKey(t *testing.T) {
+	t.Parallel()
 	ping := startEmulator(t, "ping", "DB_PATH="+filepath.Join(t.TempDir(), "ratelimit.db"), "WINDOW_SECONDS="+longWindow)
 	resp := mustHTTP(t, ping, lambdatest.Event(t, "ping-no-key.json"))
 	if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 200 || b["key"] != "127.0.0.1" || b["count"] != float64(1) {
@@ -474,6 +474,7 @@ func TestPingWithoutKeyUsesTheFallbackKey(t *testing.T) {
 }
 
 func TestMalformedEventsAreAnsweredAndTheNextInvocationWorks(t *testing.T) {
+	t.Parallel()
 	ping := startEmulator(t, "ping", "DB_PATH="+filepath.Join(t.TempDir(), "ratelimit.db"), "RATE_LIMIT=10", "WINDOW_SECONDS="+longWindow)
 	event := withKey(t, lambdatest.Event(t, "ping.json"), "malformed")
 	count := 0
@@ -525,6 +526,7 @@ func TestMalformedEventsAreAnsweredAndTheNextInvocationWorks(t *testing.T) {
 }
 
 func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "ratelimit.db")
 	// events/prune.json is scheduled at 2026-01-01T00:05:00Z. The clock is
 	// later, and prune uses the earlier of the two, so that time counts.
@@ -602,6 +604,7 @@ func TestPruneDeletesExpiredWindowsAndOldAuditRows(t *testing.T) {
 // functions as Lambda scales out: separate processes, each serving one
 // invocation at a time, all on one database file.
 func TestExecutionEnvironmentsSharingOneFileCountExactly(t *testing.T) {
+	t.Parallel()
 	const environments, limit, requests = 4, 25, 120
 	dbPath := filepath.Join(t.TempDir(), "ratelimit.db")
 	envs := make([]*emulator, environments)

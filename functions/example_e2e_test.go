@@ -34,6 +34,7 @@ func request(t *testing.T, method, path, user string) []byte {
 // the Runtime Interface Emulator): reads at 2 a minute, orders at a cost
 // of 5 of 100 an hour, answered with the limiter's headers and problems.
 func TestExampleOrdersThroughTheRuntime(t *testing.T) {
+	t.Parallel()
 	orders := startEmulator(t, "orders", "DB_PATH="+filepath.Join(t.TempDir(), "orders.db"))
 	clearOfTheMinutesEdge()
 	for i, want := range []int{200, 200, 429} {

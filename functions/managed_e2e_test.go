@@ -184,6 +184,7 @@ func driveManaged(t *testing.T, e *emulator, keys, perKey, clients int) []manage
 // are exactly the allowed invocations, by request id; and the database
 // saw fewer write transactions than decisions: they were batched.
 func TestManagedInstanceBatchesConcurrentInvocations(t *testing.T) {
+	t.Parallel()
 	const concurrency, keys, perKey, limit = 16, 4, 60, 30
 	task, dbDir := managedDir(t, bin.bootstrap["ping"])
 	dbPath := filepath.Join(dbDir, "ratelimit.db")

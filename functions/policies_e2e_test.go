@@ -15,6 +15,7 @@ import (
 // a sliding per-source-IP limit, and a strict one rolled out in shadow.
 // Windows of 30 days keep the real clock away from their edges.
 func TestSeveralPoliciesThroughTheRuntime(t *testing.T) {
+	t.Parallel()
 	cfg := []string{
 		"DB_PATH=" + filepath.Join(t.TempDir(), "ratelimit.db"),
 		`POLICIES=[

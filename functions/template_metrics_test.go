@@ -48,6 +48,7 @@ func directive(line map[string]any) (dims [][]string, names []string) {
 // dimension would otherwise leave a dashboard of empty graphs and an alarm
 // that never fires, and nothing would say so.
 func TestDashboardAndAlarmReadTheMetricsTheFunctionsWrite(t *testing.T) {
+	t.Parallel()
 	res, _ := expandTemplate(t)
 	const stack, region = "rl-test", "eu-west-1"
 	namespace := "RateLimit/" + stack

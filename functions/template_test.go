@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ft251/ratelimit/internal/envconfig"
@@ -36,11 +37,9 @@ type expanded struct {
 
 func expand(t *testing.T) expanded {
 	t.Helper()
-	cmd := exec.Command("python3", filepath.Join("..", ".ci", "sam-translate.py"), filepath.Join("..", "template.yaml"))
-	cmd.Stderr = &strings.Builder{}
-	out, err := cmd.Output()
+	out, err := translate()
 	if err != nil {
-		msg := "SAM translator unavailable (python3 with samtranslator, which cfn-lint installs): " + err.Error() + "\n" + cmd.Stderr.(*strings.Builder).String()
+		msg := "SAM translator unavailable (python3 with samtranslator, which cfn-lint installs): " + err.Error()
 		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
 			t.Fatal(msg)
 		}
@@ -53,11 +52,26 @@ func expand(t *testing.T) expanded {
 	return tpl
 }
 
+// translate runs the translator on template.yaml once for all the tests
+// that read the expansion (a few seconds of Python each time); each
+// decodes a copy of its own.
+var translate = sync.OnceValues(func() ([]byte, error) {
+	cmd := exec.Command("python3", filepath.Join("..", ".ci", "sam-translate.py"), filepath.Join("..", "template.yaml"))
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, stderr)
+	}
+	return out, nil
+})
+
 // TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept tries awkward
 // values against each parameter that becomes a function's environment
 // variable: whatever CloudFormation would accept, the functions must accept
 // at init, or the stack deploys and then every function fails to start.
 func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
+	t.Parallel()
 	tpl := expand(t)
 	env := map[string]string{
 		"RateLimit": "RATE_LIMIT", "WindowSeconds": "WINDOW_SECONDS", "ClientKeySource": "CLIENT_KEY_SOURCE",
@@ -97,6 +111,7 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 // JSON from bad, so docs/policies.md gives a command that checks a value
 // before it is deployed.
 func TestTemplateAcceptsThePoliciesTheREADMEShows(t *testing.T) {
+	t.Parallel()
 	tpl := expand(t)
 	p := tpl.Parameters["Policies"]
 	re := regexp.MustCompile(p.AllowedPattern)
@@ -182,6 +197,7 @@ func getAtt(name, attr string) any { return map[string]any{"Fn::GetAtt": []any{n
 func ref(name string) any          { return map[string]any{"Ref": name} }
 
 func TestTemplateExpandsToTheDeployment(t *testing.T) {
+	t.Parallel()
 	res, outputs := expandTemplate(t)
 	want := func(what string, got, want any) {
 		t.Helper()
@@ -378,6 +394,7 @@ func TestTemplateExpandsToTheDeployment(t *testing.T) {
 // throttles the stage, in the template's defaults and in samconfig.toml
 // alike. (The local server keeps the design note's X-Client-Key.)
 func TestDeployDefaultsAreSafe(t *testing.T) {
+	t.Parallel()
 	tpl := expand(t)
 	samconfig, err := os.ReadFile(filepath.Join("..", "samconfig.toml"))
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 // /status?tier= reads the pro caller's standing under pro; the metrics
 // carry each plan's tier.
 func TestPlansThroughTheRuntime(t *testing.T) {
+	t.Parallel()
 	cfg := []string{
 		"DB_PATH=" + filepath.Join(t.TempDir(), "ratelimit.db"),
 		`POLICIES=[{"name": "ping", "limit": 2, "window": "30d", "key": "claim:sub",

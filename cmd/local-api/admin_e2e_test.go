@@ -78,13 +78,15 @@ func overrideAcrossProcesses(t *testing.T, env ...string) {
 // TestAnOverrideReachesAnotherProcessOnOneFile: two local servers on one
 // SQLite file.
 func TestAnOverrideReachesAnotherProcessOnOneFile(t *testing.T) {
+	t.Parallel()
 	overrideAcrossProcesses(t, "DB_PATH="+filepath.Join(t.TempDir(), "shared.db"))
 }
 
 // TestAnOverrideReachesAnotherProcessOnOneTable: two local servers on one
 // DynamoDB table.
 func TestAnOverrideReachesAnotherProcessOnOneTable(t *testing.T) {
-	m := dynamotest.StartT(t)
-	table := dynamotest.CreateTable(t, m.Endpoint)
-	overrideAcrossProcesses(t, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + m.Endpoint}, dynamotest.Env...)...)
+	t.Parallel()
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	overrideAcrossProcesses(t, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint}, dynamotest.Env...)...)
 }

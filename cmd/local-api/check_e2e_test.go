@@ -72,12 +72,13 @@ func checkFromProcesses(t *testing.T, env ...string) (allowed, denied int) {
 // of 50: exactly 16 pass (48 units; the 17th would make 51), every cost is
 // counted, and every allowed check has one audit row, with its cost.
 func TestCheckIsExactAcrossProcessesOnOneFile(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "shared.db")
 	allowed, denied := checkFromProcesses(t, "DB_PATH="+db)
 	if allowed != 16 || denied != 44 {
 		t.Errorf("%d allowed, %d denied; want 16 and 44", allowed, denied)
 	}
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro&_pragma=busy_timeout(10000)") // the servers prune every second
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +98,14 @@ func TestCheckIsExactAcrossProcessesOnOneFile(t *testing.T) {
 // TestCheckIsExactAcrossProcessesOnOneTable: the same on one DynamoDB
 // table (moto, one request at a time).
 func TestCheckIsExactAcrossProcessesOnOneTable(t *testing.T) {
-	m := dynamotest.StartT(t)
-	table := dynamotest.CreateTable(t, m.Endpoint)
-	allowed, denied := checkFromProcesses(t, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + m.Endpoint}, dynamotest.Env...)...)
+	t.Parallel()
+	endpoint := dynamotest.Exclusive(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	allowed, denied := checkFromProcesses(t, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint}, dynamotest.Env...)...)
 	if allowed != 16 || denied != 44 {
 		t.Errorf("%d allowed, %d denied; want 16 and 44", allowed, denied)
 	}
-	c := dynamotest.Client(t, m.Endpoint)
+	c := dynamotest.Client(t, endpoint)
 	quota := limiter.Policy{Name: "quota", Limit: 50, Window: limiter.MaxWindow, Namespace: "quota"}
 	start := decide.WindowStart(time.Now(), quota.Window)
 	got, err := c.GetItem(context.Background(), &sdk.GetItemInput{TableName: &table, Key: dynamodb.CounterKey(quota, "crowd", start), ConsistentRead: aws.Bool(true)})

@@ -18,6 +18,7 @@ func checkOut(env map[string]string) (int, string) {
 // passed -check ("The Lambda functions would accept it") while the server
 // exited at start; -check runs the server's own validation, and says no.
 func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, out := checkOut(map[string]string{"DB_PATH": dir})
 	if code != 2 || !strings.Contains(out, "DB_PATH: database path "+dir+" is a directory") || strings.Contains(out, "would accept it") {
@@ -30,6 +31,7 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 // policy counts GET /ping, while a request with Host: 127.0.0.1 was
 // counted.
 func TestCheckTellsRoutesPerHost(t *testing.T) {
+	t.Parallel()
 	code, out := checkOut(map[string]string{"POLICIES": `[{"name":"local","limit":5,"window":"60s","routes":["127.0.0.1/ping"]}]`})
 	for _, want := range []string{
 		`GET /ping: no policy counts it; it answers 200 {"counted": false}`,
@@ -48,6 +50,7 @@ func TestCheckTellsRoutesPerHost(t *testing.T) {
 // is a problem of POLICIES, listed under its heading with that policy's
 // other problems, not under a heading of its own.
 func TestCheckListsABadRouteUnderPolicies(t *testing.T) {
+	t.Parallel()
 	code, out := checkOut(map[string]string{"POLICIES": `[{"name":"a","limit":0,"window":"60s","routes":["GET /a/{x"]}]`})
 	if code != 2 || strings.Count(out, "POLICIES:") != 1 {
 		t.Fatalf("exit %d, want 2 and one POLICIES heading:\n%s", code, out)
@@ -64,6 +67,7 @@ func TestCheckListsABadRouteUnderPolicies(t *testing.T) {
 // smallest limit first, with a GCRA tier's burst, and where a request
 // names its tier; a policy without tiers reads as before.
 func TestCheckPrintsEachPolicysTiers(t *testing.T) {
+	t.Parallel()
 	code, out := checkOut(map[string]string{"DB_PATH": t.TempDir() + "/rl.db", "POLICIES": `[
 		{"name": "api", "limit": 100, "window": "60s", "algorithm": "gcra", "tiers": {"enterprise": {"limit": 10000, "burst": 500}, "pro": {"limit": 1000, "burst": 200}}, "tier": {"source": "claim", "claim": "plan"}},
 		{"name": "quota", "limit": 10, "window": "1d", "routes": ["POST /check"], "tiers": {"pro": {"limit": 100}}},

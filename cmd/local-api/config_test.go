@@ -13,6 +13,7 @@ func env(m map[string]string) func(string) string {
 // TestLocalConfigDefaultsThePathAndAllowsWAL: the local server needs no
 // DB_PATH, and may run in WAL, which the functions refuse.
 func TestLocalConfigDefaultsThePathAndAllowsWAL(t *testing.T) {
+	t.Parallel()
 	c, err := readConfig(env(map[string]string{"JOURNAL_MODE": "wal"}))
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +32,7 @@ func TestLocalConfigDefaultsThePathAndAllowsWAL(t *testing.T) {
 // TestConfigMetrics is the local half of limiter's test of the same name:
 // metrics are off by default here, where stdout is for people.
 func TestConfigMetrics(t *testing.T) {
+	t.Parallel()
 	c, err := readConfig(env(nil))
 	if err != nil || c.Metrics {
 		t.Errorf("local server: metrics %v (%v), want off by default: its stdout is for people", c.Metrics, err)

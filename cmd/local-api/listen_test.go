@@ -16,11 +16,9 @@ import (
 // without ever logging "listening", the line clients (and
 // TestLocalServerEndToEnd) wait for before they connect.
 func TestLocalServerSaysListeningOnlyOnceItListens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := localAPI(t)
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +46,9 @@ func TestLocalServerSaysListeningOnlyOnceItListens(t *testing.T) {
 // several bad settings: it must refuse to start, before touching any file,
 // and name every one of them in plain text.
 func TestLocalServerListsEveryConfigurationProblem(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := localAPI(t)
 	cmd := exec.Command(bin)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "RATE_LIMIT=abc", "ADDR=bogus", "PRUNE_INTERVAL=1ns", "FAIL_MODE=maybe", "DB_PATH=")
@@ -79,11 +75,9 @@ func TestLocalServerListsEveryConfigurationProblem(t *testing.T) {
 // whose directory's parent does not exist, which used to be created as a
 // tree, hiding a typo.
 func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := localAPI(t)
 	for _, tc := range []struct {
 		args []string
 		env  []string
@@ -118,11 +112,9 @@ func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
 // TestCheckAdvisesTruncateWithShards: several shards with the default
 // DELETE journal are accepted, with the advice docs/capacity.md gives.
 func TestCheckAdvisesTruncateWithShards(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := localAPI(t)
 	for journal, advised := range map[string]bool{"": true, "TRUNCATE": false} {
 		cmd := exec.Command(bin, "-check")
 		cmd.Dir = dir

@@ -16,13 +16,28 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/testbin"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
+
+// TestMain shares one moto_server among the tests on DynamoDB, each on a
+// table of its own.
+func TestMain(m *testing.M) {
+	dynamotest.Main(m)
+}
+
+// localAPI is the server's executable, built once for all the tests (and
+// reused by the next go test while its sources are unchanged).
+func localAPI(t *testing.T) string {
+	t.Helper()
+	return testbin.Build(t, testbin.Spec{Dir: ".", Pkg: "."})
+}
 
 // TestLocalServerEndToEnd builds and runs the README's first command as a
 // new user would, with only the address and database moved into a temporary
 // directory, then curls it.
 func TestLocalServerEndToEnd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// The pings' audit rows are a second old at the next prune, which
 	// deletes them and says so.
@@ -34,10 +49,11 @@ func TestLocalServerEndToEnd(t *testing.T) {
 
 // TestLocalServerOnDynamoDB runs it with STORE=dynamodb against moto_server.
 func TestLocalServerOnDynamoDB(t *testing.T) {
-	m := dynamotest.StartT(t)
-	table := dynamotest.CreateTable(t, m.Endpoint)
+	t.Parallel()
+	endpoint := dynamotest.Endpoint(t)
+	table := dynamotest.CreateTable(t, endpoint)
 	dir := t.TempDir()
-	runLocalServer(t, dir, false, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + m.Endpoint}, dynamotest.Env...)...)
+	runLocalServer(t, dir, false, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint}, dynamotest.Env...)...)
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 		t.Errorf("a SQLite data directory was created for the DynamoDB store")
 	}
@@ -108,20 +124,18 @@ func runLocalServer(t *testing.T, dir string, prunes bool, env ...string) {
 	}
 }
 
-// startLocalServer builds the server and starts it in dir with env added,
+// startLocalServer starts the server (localAPI) in dir with env added,
 // and returns its address and its output lines once it listens.
 func startLocalServer(t *testing.T, dir string, env ...string) (string, <-chan string, *exec.Cmd) {
 	t.Helper()
-	bin := filepath.Join(dir, "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	addr := freeAddr(t)
+	bin := localAPI(t)
 	cmd := exec.Command(bin)
 	// DB_PATH is left unset: the default ./data/ratelimit.db is created
-	// relative to the working directory.
+	// relative to the working directory. Port 0: the server binds a port
+	// the kernel picks and names it in its "listening" line, so that tests
+	// running side by side never race for one.
 	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "ADDR="+addr, "DB_PATH=", "PRUNE_INTERVAL=1s", "POLICIES=", "SHADOW=", "METRICS="), env...)
+	cmd.Env = append(append(os.Environ(), "ADDR=127.0.0.1:0", "DB_PATH=", "PRUNE_INTERVAL=1s", "POLICIES=", "SHADOW=", "METRICS="), env...)
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -134,20 +148,15 @@ func startLocalServer(t *testing.T, dir string, env ...string) (string, <-chan s
 		}
 		close(lines)
 	}()
-	waitFor(t, lines, `"msg":"listening"`)
-	return addr, lines, cmd
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var listening struct{ Addr string }
+	if err := json.Unmarshal([]byte(waitFor(t, lines, `"msg":"listening"`)), &listening); err != nil || !strings.HasPrefix(listening.Addr, "http://") {
+		t.Fatalf("the listening line names no address: %+v, %v", listening, err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return strings.TrimPrefix(listening.Addr, "http://"), lines, cmd
 }
 
-func waitFor(t *testing.T, lines <-chan string, substr string) {
+// waitFor reads lines until one contains substr, and returns it.
+func waitFor(t *testing.T, lines <-chan string, substr string) string {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -157,7 +166,7 @@ func waitFor(t *testing.T, lines <-chan string, substr string) {
 				t.Fatalf("server exited before logging %s", substr)
 			}
 			if strings.Contains(line, substr) {
-				return
+				return line
 			}
 		case <-timeout:
 			t.Fatalf("no log line with %s", substr)
@@ -168,6 +177,7 @@ func waitFor(t *testing.T, lines <-chan string, substr string) {
 // TestLocalServerWithPolicies runs the server with two policies on /ping, a
 // fixed and a sliding one, and EMF metrics on stdout, as docs/metrics.md shows.
 func TestLocalServerWithPolicies(t *testing.T) {
+	t.Parallel()
 	// Windows of 30 days keep the real clock away from their edges.
 	policies := `[{"name":"ping","limit":3,"window":"30d"},{"name":"burst","limit":2,"window":"30d","algorithm":"sliding"}]`
 	addr, lines, cmd := startLocalServer(t, t.TempDir(), "POLICIES="+policies, "METRICS=emf", "METRICS_NAMESPACE=RateLimit/local")
@@ -239,10 +249,8 @@ func TestLocalServerWithPolicies(t *testing.T) {
 // TestCheckSaysWhetherPoliciesAreGood runs -check, docs/policies.md's way to try
 // a POLICIES value before deploying it.
 func TestCheckSaysWhetherPoliciesAreGood(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	t.Parallel()
+	bin := localAPI(t)
 	run := func(policies string, env ...string) (string, int) {
 		cmd := exec.Command(bin, "-check")
 		// Only the variables given: the whole configuration it prints is

@@ -265,6 +265,7 @@ const contractPolicies = `POLICIES=[` +
 // store has gone (its directory removed), failing closed and open, for the
 // 503s and the degraded bodies.
 func TestResponsesMatchTheOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	c := loadContract(t)
 	addr := startDraining(t, t.TempDir(), contractPolicies, "ADMIN=on")
 
@@ -406,6 +407,7 @@ func waitForStoreFailure(t *testing.T, addr string) {
 // TestOpenAPICheckCatchesDrift feeds the document's check answers that
 // differ from it in one way each: every one must be caught.
 func TestOpenAPICheckCatchesDrift(t *testing.T) {
+	t.Parallel()
 	c := loadContract(t)
 	good := `{"key":"a","count":1,"limit":3,"remaining":2,"window_start":"2026-11-03T00:00:00Z","reset_seconds":60}`
 	json := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}}

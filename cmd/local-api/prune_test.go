@@ -59,6 +59,7 @@ func startPrune(t *testing.T, s limiter.Store) func() slog.Record {
 // default), and keeps a line at info when it deletes something and at
 // warn or above when it fails.
 func TestPruneLoopLogsAtDebugWhenItDeletesNothing(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, sqlite.Config{})
 	next := startPrune(t, s)
 	for range 3 {

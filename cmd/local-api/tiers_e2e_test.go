@@ -150,9 +150,10 @@ func checkTierBound(t *testing.T, answers []tieredCheck, exact bool) int {
 // decision applies the limit of its own tier to the one count, and the
 // file holds every attempt and one audit row per allowed check.
 func TestTiersAreExactAcrossProcessesOnOneFile(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "shared.db")
 	allowed := checkTierBound(t, tiersFromProcesses(t, "DB_PATH="+db), true)
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro&_pragma=busy_timeout(10000)") // the servers prune every second
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +173,13 @@ func TestTiersAreExactAcrossProcessesOnOneFile(t *testing.T) {
 // TestTiersAreExactAcrossProcessesOnOneTable: the same on one DynamoDB
 // table (moto, one request at a time).
 func TestTiersAreExactAcrossProcessesOnOneTable(t *testing.T) {
-	m := dynamotest.StartT(t)
-	table := dynamotest.CreateTable(t, m.Endpoint)
-	allowed := checkTierBound(t, tiersFromProcesses(t, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + m.Endpoint}, dynamotest.Env...)...), false)
+	t.Parallel()
+	endpoint := dynamotest.Exclusive(t)
+	table := dynamotest.CreateTable(t, endpoint)
+	allowed := checkTierBound(t, tiersFromProcesses(t, append([]string{"STORE=dynamodb", "TABLE_NAME=" + table, "DYNAMODB_ENDPOINT=" + endpoint}, dynamotest.Env...)...), false)
 	quota := limiter.Policy{Name: "quota", Limit: 20, Window: limiter.MaxWindow, Namespace: "quota"}
 	start := decide.WindowStart(time.Now(), quota.Window)
-	c := dynamotest.Client(t, m.Endpoint)
+	c := dynamotest.Client(t, endpoint)
 	got, err := c.GetItem(context.Background(), &sdk.GetItemInput{TableName: &table, Key: dynamodb.CounterKey(quota, "crowd", start), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)

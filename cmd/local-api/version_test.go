@@ -7,9 +7,12 @@ import (
 	"regexp"
 	"runtime/debug"
 	"testing"
+
+	"github.com/ft251/ratelimit/internal/testbin"
 )
 
 func TestVersionLineIsTheModuleVersion(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		bi   *debug.BuildInfo
 		want string
@@ -30,11 +33,9 @@ func TestVersionLineIsTheModuleVersion(t *testing.T) {
 // whatever the go command recorded (here, in a checkout, a pseudo-version
 // or "(devel)"), one line, exit 0, and nothing else done (no database).
 func TestVersionFlagPrintsTheBuildsVersion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "local-api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, testbin.Spec{Dir: ".", Pkg: "."})
 	cmd := exec.Command(bin, "-version")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()

@@ -1,7 +1,9 @@
 // Package dynamotest runs moto_server, a local implementation of DynamoDB
 // (moto, a Python package), for the tests of the DynamoDB store and of the
-// functions that use it: one server per test binary, on a free loopback
-// port, stopped by its pid when the tests end.
+// functions that use it: one server per test binary (and one for each of
+// the tests that load it most that run at once, see Exclusive), on a free
+// loopback port, started when a test first needs it and stopped by its pid
+// when the tests end.
 package dynamotest
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +74,10 @@ func Start() (*Moto, error) {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if resp, err := http.Get(m.Endpoint + "/moto-api/"); err == nil {
 			resp.Body.Close()
+			if err := m.warm(); err != nil {
+				m.Stop()
+				return nil, err
+			}
 			return m, nil
 		}
 		if time.Now().After(deadline) {
@@ -79,6 +86,25 @@ func Start() (*Moto, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// warm sends moto its first DynamoDB request, which makes it load its
+// DynamoDB backend: seconds on a loaded machine, which a test's first
+// decisions would otherwise wait out, past their busy timeout
+// (TestTiersAtOneInstantAcrossHandles, nine clients at once on a server
+// just started, saw "context deadline exceeded").
+func (m *Moto) warm() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := config.LoadDefaultConfig(ctx, Options()...)
+	if err != nil {
+		return err
+	}
+	c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(m.Endpoint) })
+	if _, err := c.ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+		return fmt.Errorf("moto_server on %s: the first DynamoDB request: %w", m.Endpoint, err)
+	}
+	return nil
 }
 
 // interpreter finds the Python that runs moto_server: the one its script's
@@ -109,41 +135,121 @@ func (m *Moto) Stop() {
 	m.cmd.Wait()
 }
 
-var (
-	shared    *Moto
-	sharedErr error
-)
-
-// Main runs a test binary's tests with one moto_server for all of them.
-// Call it from TestMain.
-func Main(m *testing.M) {
-	shared, sharedErr = Start()
-	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-	}
-	os.Exit(code)
+// server is a moto_server started by the first test that asks for it.
+type server struct {
+	once sync.Once
+	moto *Moto
+	err  error
 }
 
-// Endpoint is the shared server's endpoint. Without moto_server the test is
-// skipped, loudly, unless RATELIMIT_REQUIRE_TOOLS is set (as .ci/run sets
-// it), which makes that a failure.
-func Endpoint(tb testing.TB) string {
+// endpoint starts s if no test has yet, and returns its endpoint. Without
+// moto_server the test is skipped, loudly, unless RATELIMIT_REQUIRE_TOOLS
+// is set (as .ci/run sets it), which makes that a failure.
+func (s *server) endpoint(tb testing.TB) string {
 	tb.Helper()
-	if sharedErr != nil || shared == nil {
-		msg := "SKIPPED: the DynamoDB half did not run: " + fmt.Sprint(sharedErr)
+	s.once.Do(func() { s.moto, s.err = Start() })
+	if s.err != nil || s.moto == nil {
+		msg := "SKIPPED: the DynamoDB half did not run: " + fmt.Sprint(s.err)
 		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
 			tb.Fatal(msg)
 		}
 		tb.Skip(msg)
 	}
-	return shared.Endpoint
+	return s.moto.Endpoint
+}
+
+func (s *server) stop() {
+	if s.moto != nil {
+		s.moto.Stop()
+	}
+}
+
+var (
+	// shared serves the tests that send a few requests at a time, side by
+	// side.
+	shared server
+	// heavy are the servers of the tests that load moto with many clients,
+	// one test on each at a time: moto serves one request at a time (see
+	// serve), so two such tests on one server, or one beside the light
+	// ones, only make each other's requests wait, past the stores' busy
+	// timeouts. A test takes a free one or starts another, and gives it
+	// back when it ends; there are as many as such tests ran at once.
+	heavyMu   sync.Mutex
+	heavyFree []*Moto
+	heavyAll  []*Moto
+)
+
+// Main runs a test binary's tests with one moto_server for all of them,
+// started by the first test that asks for it (Endpoint), so that a run of
+// tests that need none starts none, and stopped when the tests end; and
+// those of the tests that asked for a server of their own (Exclusive).
+// Each test makes its own table (CreateTable), so tests can share a
+// server, and run in parallel on it. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
+// StopShared stops the servers that tests started; a TestMain that does
+// more than Main calls it after m.Run.
+func StopShared() {
+	shared.stop()
+	heavyMu.Lock()
+	defer heavyMu.Unlock()
+	for _, m := range heavyAll {
+		m.Stop()
+	}
+}
+
+// Endpoint is the shared server's endpoint, starting the server if no test
+// has yet; TestMain must call Main or StopShared. Without moto_server the
+// test is skipped, loudly, unless RATELIMIT_REQUIRE_TOOLS is set (as
+// .ci/run sets it), which makes that a failure.
+func Endpoint(tb testing.TB) string {
+	tb.Helper()
+	return shared.endpoint(tb)
+}
+
+// Exclusive is Endpoint for a test that loads the server with many
+// concurrent clients: a server it has to itself until it ends, while the
+// tests on the shared one go on beside it. Servers are reused from test
+// to test, and stopped by Main.
+func Exclusive(tb testing.TB) string {
+	tb.Helper()
+	heavyMu.Lock()
+	var m *Moto
+	if n := len(heavyFree); n > 0 {
+		m, heavyFree = heavyFree[n-1], heavyFree[:n-1]
+	}
+	heavyMu.Unlock()
+	if m == nil {
+		m = startOrSkip(tb)
+		heavyMu.Lock()
+		heavyAll = append(heavyAll, m)
+		heavyMu.Unlock()
+	}
+	tb.Cleanup(func() {
+		heavyMu.Lock()
+		heavyFree = append(heavyFree, m)
+		heavyMu.Unlock()
+	})
+	return m.Endpoint
 }
 
 // StartT starts a moto_server for one test and stops it when the test
 // ends. Without moto_server the test is skipped, loudly, unless
 // RATELIMIT_REQUIRE_TOOLS is set, which makes that a failure.
 func StartT(tb testing.TB) *Moto {
+	tb.Helper()
+	m := startOrSkip(tb)
+	tb.Cleanup(m.Stop)
+	return m
+}
+
+// startOrSkip is Start, skipping the test without moto_server, or failing
+// it with RATELIMIT_REQUIRE_TOOLS.
+func startOrSkip(tb testing.TB) *Moto {
 	tb.Helper()
 	m, err := Start()
 	if err != nil {
@@ -153,7 +259,6 @@ func StartT(tb testing.TB) *Moto {
 		}
 		tb.Skip(msg)
 	}
-	tb.Cleanup(m.Stop)
 	return m
 }
 

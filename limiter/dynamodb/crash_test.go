@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/longtest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/internal/testproc"
 	"github.com/ft251/ratelimit/limiter"
@@ -31,16 +32,18 @@ func decidingWorker(arg string) {
 	storetest.Work(s, workerPolicy, 3, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
-// TestKillNineBetweenWrites kills processes that decide against one table,
-// at random moments, between and during their requests: a decision is a
-// read and then a transaction, and another when a race cancelled it.
+// TestKillNineBetweenWrites kills processes that decide against one table
+// (five times, two without -tags longtests, see longtest) at random
+// moments, between and during their requests: a decision is a read and
+// then a transaction, and another when a race cancelled it.
 // Whatever the moment, every window ends with exactly min(count, limit)
 // audit records, and no decision a process saw returned is missing.
 func TestKillNineBetweenWrites(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
+	t.Parallel()
+	endpoint := dynamotest.Exclusive(t)
 	table := dynamotest.CreateTable(t, endpoint)
 
-	killed := storetest.Kill(t, storetest.Kills{Procs: 3, Kills: 5, Gap: 10, Timeout: 60 * time.Second}, func() *exec.Cmd {
+	killed := storetest.Kill(t, storetest.Kills{Procs: 3, Kills: longtest.Rounds(t, 2, 5), Gap: 10, Timeout: 60 * time.Second}, func() *exec.Cmd {
 		return testproc.Command(roleWorker, endpoint+" "+table)
 	})
 

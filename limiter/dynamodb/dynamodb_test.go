@@ -32,9 +32,16 @@ const retention = 3 * time.Hour
 
 func open(t testing.TB, endpoint, table string) *dynamodb.Store {
 	t.Helper()
+	return openWithin(t, endpoint, table, 5*time.Second)
+}
+
+// openWithin is open with a busy timeout of its own, for a test that waits
+// until the store gives up: it waits that long.
+func openWithin(t testing.TB, endpoint, table string, busy time.Duration) *dynamodb.Store {
+	t.Helper()
 	s, err := dynamodb.Open(context.Background(), dynamodb.Config{
 		Table: table, Endpoint: endpoint,
-		BusyTimeout: 5 * time.Second, AuditRetention: retention,
+		BusyTimeout: busy, AuditRetention: retention,
 	}, dynamotest.Options()...)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +84,8 @@ func scan(t *testing.T, c *sdk.Client, table string) []map[string]types.Attribut
 // TestConformance runs the limiter's behaviour suite on a DynamoDB table in
 // moto_server.
 func TestConformance(t *testing.T) {
-	endpoint := dynamotest.Endpoint(t)
+	t.Parallel()
+	endpoint := dynamotest.Exclusive(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Instance {
 			table := dynamotest.CreateTable(t, endpoint)
@@ -127,6 +135,7 @@ func TestConformance(t *testing.T) {
 // pruning: a counter expires one window after its window ends, an audit
 // record AUDIT_RETENTION after it was made, and without a retention never.
 func TestItemsCarryTheirExpiry(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	ctx := context.Background()

@@ -27,7 +27,12 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // a proxy that can lose or fail its calls; endpoint and table are moto's
 // and the table's, to read the items directly.
 func openBehindProxy(t *testing.T) (endpoint, table string, proxy *dynamotest.Proxy, s *dynamodb.Store) {
-	endpoint = dynamotest.Endpoint(t)
+	return openBehindProxyOn(t, dynamotest.Endpoint(t))
+}
+
+// openBehindProxyOn is openBehindProxy on moto's endpoint, for a test that
+// has it to itself (dynamotest.Exclusive).
+func openBehindProxyOn(t *testing.T, endpoint string) (_, table string, proxy *dynamotest.Proxy, s *dynamodb.Store) {
 	table = dynamotest.CreateTable(t, endpoint)
 	proxy = dynamotest.NewProxy(t, endpoint)
 	return endpoint, table, proxy, open(t, proxy.URL, table)
@@ -79,6 +84,7 @@ func checkTokens(t *testing.T, calls []dynamotest.Call) {
 // audit record. The denial used to be an UpdateItem, which has no token:
 // its repeat added again.
 func TestALostAnswerIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
 	for i, want := range []bool{true, false} {
@@ -112,6 +118,7 @@ func TestALostAnswerIsAppliedOnce(t *testing.T) {
 // answer for each of their transactions: every attempt counted once, three
 // audit records, and every repeat the same call.
 func TestManyLostAnswersCountExactly(t *testing.T) {
+	t.Parallel()
 	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 3, Window: time.Hour}
 	allowed := 0
@@ -137,6 +144,7 @@ func TestManyLostAnswersCountExactly(t *testing.T) {
 // call, token and all, until DynamoDB answers it, and never send a new one,
 // which would be applied a second time.
 func TestAWriteStillInProgressIsRepeatedNotResent(t *testing.T) {
+	t.Parallel()
 	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
 	proxy.Lose("TransactWriteItems", 1)
@@ -170,7 +178,11 @@ func TestAWriteStillInProgressIsRepeatedNotResent(t *testing.T) {
 // call again, token and all, and fails when the budget runs out (the fail
 // mode answers); the one write it sent is applied once.
 func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
-	endpoint, table, proxy, s := openBehindProxy(t)
+	t.Parallel()
+	endpoint, table, proxy, _ := openBehindProxy(t)
+	// The store tries again until its busy timeout, which the test
+	// waits out: 2 s rather than the suite's 5.
+	s := openWithin(t, proxy.URL, table, 2*time.Second)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
 	proxy.Lose("TransactWriteItems", 1_000_000)
 	_, err := s.Allow(context.Background(), storetest.One(p, "k", t0, "GET /ping", "r"))
@@ -200,7 +212,11 @@ func TestAnUnknownOutcomeIsNotSentAgain(t *testing.T) {
 // used to be one UpdateItem per policy, so a failure among them counted
 // it under some policies only.
 func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
-	endpoint, table, proxy, s := openBehindProxy(t)
+	t.Parallel()
+	endpoint, table, proxy, _ := openBehindProxy(t)
+	// The store tries again until its busy timeout, which the test
+	// waits out: 2 s rather than the suite's 5.
+	s := openWithin(t, proxy.URL, table, 2*time.Second)
 	tight := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
 	loose := limiter.Policy{Name: "daily", Limit: 100, Window: 24 * time.Hour, Namespace: "daily"}
 	a := func(rid string) limiter.Attempt {
@@ -244,6 +260,7 @@ func TestADenialIsCountedUnderEveryPolicyOrNone(t *testing.T) {
 // audit partition of another key's window counts under its own counter,
 // and the other key's audit records stay its own.
 func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	store := open(t, endpoint, table)
@@ -293,6 +310,7 @@ func TestNoClientKeyReachesAnotherKeysItems(t *testing.T) {
 // when that failed; it now knows them from the write's condition, and
 // reads nothing after it: the count it tells is exact.
 func TestADecisionWhoseCountsCannotBeReadBackStands(t *testing.T) {
+	t.Parallel()
 	endpoint, table, proxy, s := openBehindProxy(t)
 	p := limiter.Policy{Name: "ping", Limit: 5, Window: time.Hour}
 	// The first read is the one before the write; any other fails.
@@ -315,6 +333,7 @@ func TestADecisionWhoseCountsCannotBeReadBackStands(t *testing.T) {
 // unconditionally) reads as decide.CountCap and denies, where it used to
 // fail every decision of the key.
 func TestACountPastAnInt64Saturates(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	s := open(t, endpoint, table)
@@ -342,6 +361,7 @@ func TestACountPastAnInt64Saturates(t *testing.T) {
 // record, and under a limit of 1, a client told "denied" whose attempt had
 // its audit record; a GCRA bucket moved twice.
 func TestALostAnswerThenAThrottledRepeatIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	for _, p := range []limiter.Policy{
@@ -378,6 +398,7 @@ func TestALostAnswerThenAThrottledRepeatIsAppliedOnce(t *testing.T) {
 // reported the override it had itself just put (before == after), a delete
 // reported none although one had been there.
 func TestLostAnswersLeaveOverrideBeforesExact(t *testing.T) {
+	t.Parallel()
 	endpoint, table, proxy, st := openBehindProxy(t)
 	direct := open(t, endpoint, table)
 	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
@@ -435,6 +456,7 @@ func TestLostAnswersLeaveOverrideBeforesExact(t *testing.T) {
 // read, when another set came in between its read and its write, would
 // break the chain.
 func TestConcurrentOverrideSetsReportAChainOfBefores(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	p := limiter.Policy{Name: "ping", Limit: 10, Window: time.Hour}
@@ -483,6 +505,7 @@ func TestConcurrentOverrideSetsReportAChainOfBefores(t *testing.T) {
 // which the admin log line gives as "unknown"; the next set reports the
 // override the first one put.
 func TestAnOverrideWriteOfUnknownOutcomeReportsNoBefore(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	proxy := dynamotest.NewProxy(t, endpoint)

@@ -49,6 +49,7 @@ var (
 // denial's, then a read of the counts back). The counts each decision
 // reports are exact: what it read, plus its cost.
 func TestTwoRequestsPerDecision(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	fixed := limiter.Policy{Name: "fixed", Limit: 1, Window: time.Hour, Namespace: "fixed"}
@@ -108,6 +109,7 @@ func TestTwoRequestsPerDecision(t *testing.T) {
 // same way, and the attempt moves it on from there. Without the items
 // (StripItems), the store reads again, and is as exact.
 func TestARaceIsDecidedAgainFromTheCancellation(t *testing.T) {
+	t.Parallel()
 	endpoint := dynamotest.Endpoint(t)
 	table := dynamotest.CreateTable(t, endpoint)
 	direct := open(t, endpoint, table)
@@ -168,6 +170,7 @@ func TestARaceIsDecidedAgainFromTheCancellation(t *testing.T) {
 // token, count the denied attempt. Each attempt counted once, the racer's
 // audited once.
 func TestALostCancellationIsRepeatedThenDecidedAgain(t *testing.T) {
+	t.Parallel()
 	endpoint, table, proxy, s := openBehindProxy(t)
 	direct := open(t, endpoint, table)
 	p := limiter.Policy{Name: "ping", Limit: 1, Window: time.Hour}
@@ -206,7 +209,8 @@ func TestALostCancellationIsRepeatedThenDecidedAgain(t *testing.T) {
 // repeats of lost answers: its own, and the denial's after a race filled
 // the counter.
 func TestContendedDecisionsCountExactly(t *testing.T) {
-	endpoint, table, proxy, s := openBehindProxy(t)
+	t.Parallel()
+	endpoint, table, proxy, s := openBehindProxyOn(t, dynamotest.Exclusive(t))
 	stores := []*dynamodb.Store{s, open(t, proxy.URL, table)}
 	p := limiter.Policy{Name: "ping", Limit: 20, Window: time.Hour}
 	const workers, each = 16, 8

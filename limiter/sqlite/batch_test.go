@@ -95,6 +95,7 @@ func attempts(n int, key string) []limiter.Attempt {
 // in one transaction. Each keeps its own outcome, computed in arrival
 // order (counts 1 to 6, the first three allowed), and its own audit row.
 func TestDecisionsThatArriveTogetherShareATransaction(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, storeConfig(""))
 	q := formQueue(t, s, attempts(6, "k"), nil)
 	for i, r := range q.wait() {
@@ -123,6 +124,7 @@ func TestDecisionsThatArriveTogetherShareATransaction(t *testing.T) {
 // and costs; every attempt's outcome is what it would be decided alone in
 // that order.
 func TestABatchOverSeveralKeysDecidesEachAsIfAlone(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, storeConfig(""))
 	gcra := limiter.Policy{Name: "g", Limit: 1, Window: time.Second, Algorithm: limiter.GCRA, Burst: 2, Namespace: "g"}
 	as := []limiter.Attempt{
@@ -154,6 +156,7 @@ func TestABatchOverSeveralKeysDecidesEachAsIfAlone(t *testing.T) {
 // batch of five fails; each of the five gets the error, none is counted,
 // and the next decision counts on from what committed.
 func TestAFailedBatchAnswersEveryMemberAndCountsNone(t *testing.T) {
+	// Not t.Parallel: it sets the package-wide commit hook.
 	s := sqlitetest.Open(t, storeConfig(""))
 	var commits int
 	defer sqlite.SetCommitHook(func(string) error {
@@ -184,6 +187,7 @@ func TestAFailedBatchAnswersEveryMemberAndCountsNone(t *testing.T) {
 // cancelled while it waits; it is answered with its context's error and
 // not counted, and the others are decided as if it had never come.
 func TestAQueuedDecisionWhoseContextEndsIsLeftOut(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, storeConfig(""))
 	ctx, cancel := context.WithCancel(context.Background())
 	ctxs := make([]context.Context, 6)
@@ -216,6 +220,7 @@ func TestAQueuedDecisionWhoseContextEndsIsLeftOut(t *testing.T) {
 // TestALoneDecisionIsNotBatched: one decision at a time is one
 // transaction each, started at once.
 func TestALoneDecisionIsNotBatched(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, storeConfig(filepath.Join(t.TempDir(), "rl.db")))
 	for range 5 {
 		allow(t, s, ping, "k", t0)

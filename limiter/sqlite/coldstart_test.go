@@ -93,6 +93,7 @@ func holdLockOf(t *testing.T, role, path string) (release func()) {
 // over while the lock was held: sixteen cold starts on a new file on the
 // EFS model then kept each other from ever finishing (BENCHMARKS.md).
 func TestAColdStartWaitsForALockWhereItFindsIt(t *testing.T) {
+	// Not t.Parallel: it sets the package-wide open hook.
 	for _, tc := range []struct{ name, role string }{
 		{"a commit in progress", roleLockHolder},
 		{"another cold start migrating", roleReservedHolder},
@@ -139,6 +140,7 @@ func TestAColdStartWaitsForALockWhereItFindsIt(t *testing.T) {
 // version and layout and takes no write lock: the file's change counter,
 // which every committed write transaction increments, does not move.
 func TestOpeningAMigratedFileWritesNothing(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{1, 4} {
 		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "rl.db")

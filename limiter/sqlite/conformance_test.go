@@ -22,6 +22,7 @@ func TestConformance(t *testing.T) { storetest.Run(t, harness(1)) }
 // keys and policies spread: its attempts under several policies fall into
 // several shards, and are decided across them.
 func TestConformanceSharded(t *testing.T) {
+	t.Parallel()
 	h := harness(4)
 	storetest.Run(t, h)
 	// The suite did decide across shards: the policies of

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/longtest"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/internal/testproc"
@@ -100,18 +101,20 @@ func shardedWorker(path string) {
 }
 
 // TestKillNineMidTransaction runs four processes making decisions on one
-// file and, six times, kills one of them with SIGKILL at a random moment,
-// most likely inside a transaction (that is where a decision spends its
-// time), and starts another in its place. Afterwards the database passes
+// file and, six times (three without -tags longtests, see longtest), kills
+// one of them with SIGKILL at a random moment, most likely inside a
+// transaction (that is where a decision spends its time), and starts
+// another in its place. Afterwards the database passes
 // integrity_check; no decision a process saw committed is missing; at most
 // one more decision per kill is in the file (committed just before the kill,
 // unreported); every window has exactly min(count, limit) audit rows; and
 // the survivors kept deciding after every kill.
 func TestKillNineMidTransaction(t *testing.T) {
+	longtest.Parallel(t)
 	path := filepath.Join(t.TempDir(), "shared.db")
 	sqlitetest.Open(t, storeConfig(path)).Close() // create the schema first
 
-	killed := storetest.Kill(t, storetest.Kills{Procs: 4, Kills: 6, Gap: 50, Timeout: 30 * time.Second}, func() *exec.Cmd {
+	killed := storetest.Kill(t, storetest.Kills{Procs: 4, Kills: longtest.Rounds(t, 3, 6), Gap: 50, Timeout: 30 * time.Second}, func() *exec.Cmd {
 		return testproc.Command(roleDecidingWorker, path)
 	})
 
@@ -129,10 +132,11 @@ func TestKillNineMidTransaction(t *testing.T) {
 // policies counted every attempt of every key alike: no decision survived
 // a kill counted in one shard only.
 func TestKillNineShardedAndBatched(t *testing.T) {
+	longtest.Parallel(t)
 	path := filepath.Join(t.TempDir(), "shared.db")
 	cfg := shardedConfig(path, 4)
 	sqlitetest.Open(t, cfg).Close()
-	killed := storetest.Kill(t, storetest.Kills{Procs: 4, Kills: 6, Gap: 50, Timeout: 30 * time.Second, InFlight: 4}, func() *exec.Cmd {
+	killed := storetest.Kill(t, storetest.Kills{Procs: 4, Kills: longtest.Rounds(t, 3, 6), Gap: 50, Timeout: 30 * time.Second, InFlight: 4}, func() *exec.Cmd {
 		return testproc.Command(roleShardedWorker, path)
 	})
 	s := sqlitetest.Open(t, cfg)
@@ -191,6 +195,7 @@ func storedWindows(t *testing.T, s *sqlite.Store, p limiter.Policy) map[string]s
 // windows from one handle while two others make decisions as fast as they
 // can: no decision fails, every count is exact, and the backlog is gone.
 func TestPruneUnderLoadFailsNoDecision(t *testing.T) {
+	longtest.Parallel(t)
 	path := filepath.Join(t.TempDir(), "shared.db")
 	pruner := sqlitetest.Open(t, storeConfig(path))
 	if _, err := sqlitetest.Connect(t, path).Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 19999)

@@ -49,6 +49,7 @@ func holdLock(path string) {
 // (EBADF), read that as "held", and waited out the whole busy timeout
 // though the lock had been free for long.
 func TestAWaiterKeepsWatchingTheLockItWaitsFor(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rl.db")
 	cfg := storeConfig(path)
 	cfg.BusyTimeout = 8 * time.Second
@@ -109,6 +110,7 @@ func TestAWaiterKeepsWatchingTheLockItWaitsFor(t *testing.T) {
 // read first (the flaky failure of racing cold starts). The hook makes the
 // race happen every time.
 func TestAColdStartFindsTheSchemaAnotherMadeMeanwhile(t *testing.T) {
+	// Not t.Parallel: it sets the package-wide open hook.
 	path := filepath.Join(t.TempDir(), "new.db")
 	var raced, inner, locked atomic.Bool
 	var held sync.WaitGroup

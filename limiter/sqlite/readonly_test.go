@@ -22,6 +22,7 @@ func readOnlyConfig(path string) sqlite.Config {
 }
 
 func TestReadOnlyStoreReadsWhatWritersCommitted(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rl.db")
 	w := sqlitetest.Open(t, storeConfig(path))
 	allow(t, w, ping, "alice", t0)
@@ -39,6 +40,7 @@ func TestReadOnlyStoreReadsWhatWritersCommitted(t *testing.T) {
 }
 
 func TestReadOnlyStoreNeverCreatesTheFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rl.db")
 	r, err := sqlite.Open(context.Background(), readOnlyConfig(path))
 	if err != nil {
@@ -77,6 +79,7 @@ func TestReadOnlyStoreNeverCreatesTheFile(t *testing.T) {
 // rather than read half a transaction; the next writer rolls it back, and
 // every committed decision is still there.
 func TestHotJournalFromACrashedWriter(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rl.db")
 	w := sqlitetest.Open(t, storeConfig(path))
 	allow(t, w, ping, "alice", t0)

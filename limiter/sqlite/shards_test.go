@@ -36,6 +36,7 @@ func keyIn(t *testing.T, i, n int) string {
 // TestShardsSpreadKeysAndRecordTheLayout: four files, each key's counter
 // in the one its client key hashes to, every file recording its place.
 func TestShardsSpreadKeysAndRecordTheLayout(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, shardedConfig("", 4))
 	paths := s.Paths()
 	if paths[0] != s.Path() || paths[3] != s.Path()+".shard-3" {
@@ -61,6 +62,7 @@ func TestShardsSpreadKeysAndRecordTheLayout(t *testing.T) {
 // TestOneShardIsTodaysFile: with one shard the store is the one file at
 // the path, and nothing beside it.
 func TestOneShardIsTodaysFile(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, storeConfig(""))
 	allow(t, s, ping, "k", t0)
 	entries, err := os.ReadDir(filepath.Dir(s.Path()))
@@ -80,6 +82,7 @@ func TestOneShardIsTodaysFile(t *testing.T) {
 // by a process configured for two or one, naming the files and both
 // counts, as a fault that will not clear; nothing is counted meanwhile.
 func TestAnotherShardCountIsRefused(t *testing.T) {
+	t.Parallel()
 	path := sqlitetest.Path(t)
 	allow(t, sqlitetest.Open(t, shardedConfig(path, 4)), ping, "k", t0)
 	for _, n := range []int{1, 2, 8} {
@@ -108,6 +111,7 @@ func TestAnotherShardCountIsRefused(t *testing.T) {
 // configured for four, and taken as the only shard by one configured for
 // one.
 func TestASingleFileDatabaseIsNotSpreadOver(t *testing.T) {
+	t.Parallel()
 	path := sqlitetest.Path(t)
 	allow(t, sqlitetest.Open(t, storeConfig(path)), ping, "k", t0)
 	if _, err := sqlitetest.Connect(t, path).Exec(`DROP TABLE layout; PRAGMA user_version = 2`); err != nil {
@@ -136,6 +140,7 @@ func TestASingleFileDatabaseIsNotSpreadOver(t *testing.T) {
 // client key is decided in that key's shard alone, in one file's
 // transaction.
 func TestOneKeysPoliciesShareAShard(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, shardedConfig("", 4))
 	burst := limiter.Policy{Name: "burst", Limit: 5, Window: time.Second, Algorithm: limiter.Sliding, Namespace: "burst"}
 	daily := limiter.Policy{Name: "daily", Limit: 1000, Window: 24 * time.Hour, Namespace: "daily"}
@@ -157,6 +162,7 @@ func TestOneKeysPoliciesShareAShard(t *testing.T) {
 // neither counted; the next one counts in both, its audit row in the first
 // check's shard.
 func TestARequestAcrossShardsCommitsInEveryOneOrNone(t *testing.T) {
+	// Not t.Parallel: it sets the package-wide commit hook.
 	s := sqlitetest.Open(t, shardedConfig("", 4))
 	byIP := limiter.Policy{Name: "ip", Limit: 1000, Window: time.Minute, Namespace: "ip"}
 	key, ip := keyIn(t, 1, 4), keyIn(t, 3, 4)
@@ -197,6 +203,7 @@ func TestARequestAcrossShardsCommitsInEveryOneOrNone(t *testing.T) {
 // TestReadOnlyShards: a read-only store reads every shard a writer
 // counted in, and a shard file no writer made yet as zeros.
 func TestReadOnlyShards(t *testing.T) {
+	t.Parallel()
 	path := sqlitetest.Path(t)
 	w := sqlitetest.Open(t, shardedConfig(path, 4))
 	k1, k2 := keyIn(t, 1, 4), keyIn(t, 2, 4)
@@ -229,6 +236,7 @@ func TestReadOnlyShards(t *testing.T) {
 // shard 1 until a writer rolls it back, but reads and decisions in the
 // other shards go on meanwhile.
 func TestAHotJournalInOneShardHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
 	path := sqlitetest.Path(t)
 	w := sqlitetest.Open(t, shardedConfig(path, 4))
 	k1, k2 := keyIn(t, 1, 4), keyIn(t, 2, 4)
@@ -273,6 +281,7 @@ func TestAHotJournalInOneShardHoldsUpNoOther(t *testing.T) {
 // shards land 62.5 to a shard on average; none gets fewer than half or
 // more than twice that. (The hash is fixed, so this cannot flake.)
 func TestShardsSpreadKeysEvenly(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{4, 16, 32} {
 		per := make([]int, n)
 		for i := range 1000 {

@@ -40,6 +40,7 @@ func allow(tb testing.TB, s *sqlite.Store, p limiter.Policy, key string, now tim
 }
 
 func TestPruneDeletesLargeBacklogsInBatches(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, storeConfig(""))
 	db := sqlitetest.Connect(t, s.Path())
 	// 2,500 expired windows and 2,500 audit rows, interleaved in key order
@@ -87,6 +88,7 @@ func TestPruneDeletesLargeBacklogsInBatches(t *testing.T) {
 }
 
 func TestPruneAuditKeepsYoungRowsOutOfOrder(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, storeConfig(""))
 	// Two hosts whose clocks differ: a young row committed before an old one.
 	for _, at := range []time.Duration{-2 * time.Hour, time.Minute, -time.Hour} {
@@ -106,6 +108,7 @@ func TestPruneAuditKeepsYoungRowsOutOfOrder(t *testing.T) {
 }
 
 func TestMigrationsAreVersionedAndSurviveRacingColdStarts(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "race.db")
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -144,6 +147,7 @@ func TestMigrationsAreVersionedAndSurviveRacingColdStarts(t *testing.T) {
 }
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "newer.db")
 	sqlitetest.Open(t, storeConfig(path)).Close()
 	if _, err := sqlitetest.Connect(t, path).Exec(`PRAGMA user_version = 99`); err != nil {
@@ -164,6 +168,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 }
 
 func TestOpenNeverRunsInWALLeftByAnotherProcess(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "wal.db")
 	// Another process keeps the file open in WAL mode, so SQLite cannot
 	// switch it to the rollback journal: opening must say so, not carry on
@@ -192,6 +197,7 @@ func TestOpenNeverRunsInWALLeftByAnotherProcess(t *testing.T) {
 }
 
 func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "garbage.db")
 	if err := os.WriteFile(path, []byte(strings.Repeat("not a database ", 400)), 0o600); err != nil {
 		t.Fatal(err)
@@ -211,6 +217,7 @@ func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
 }
 
 func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "mnt")
 	path := filepath.Join(dir, "ratelimit.db")
 	s, err := sqlite.Open(context.Background(), storeConfig(path))
@@ -232,6 +239,7 @@ func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
 }
 
 func TestDeletedFileIsReopened(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ratelimit.db")
 	s := sqlitetest.Open(t, storeConfig(path))
 	allow(t, s, ping, "k", t0)
@@ -249,6 +257,7 @@ func TestDeletedFileIsReopened(t *testing.T) {
 }
 
 func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "locked.db")
 	cfg := storeConfig(path)
 	cfg.BusyTimeout = 50 * time.Millisecond
@@ -272,6 +281,7 @@ func TestLockHeldPastBusyTimeoutIsUnavailableThenRecovers(t *testing.T) {
 }
 
 func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "locked.db")
 	cfg := storeConfig(path)
 	cfg.BusyTimeout = envconfig.MaxBusyTimeout
@@ -297,6 +307,7 @@ func TestRequestDeadlineEndsTheLockWait(t *testing.T) {
 }
 
 func TestWaitsForAHeldLockAndCountsRetries(t *testing.T) {
+	t.Parallel()
 	for _, sqliteHandler := range []bool{false, true} {
 		path := filepath.Join(t.TempDir(), "held.db")
 		s := sqlitetest.OpenTuned(t, storeConfig(path), sqlitetune.Options{SQLiteBusyHandler: sqliteHandler})
@@ -326,6 +337,7 @@ func TestWaitsForAHeldLockAndCountsRetries(t *testing.T) {
 }
 
 func TestReaderNoticesAReplacedFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ratelimit.db")
 	allow(t, sqlitetest.Open(t, storeConfig(path)), ping, "k", t0)
@@ -351,6 +363,7 @@ func TestReaderNoticesAReplacedFile(t *testing.T) {
 }
 
 func TestOpenRefusesADirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if s, err := sqlite.Open(context.Background(), storeConfig(dir)); s != nil || err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Fatalf("open of a directory = %v, %v; want a fatal error", s, err)
@@ -358,6 +371,7 @@ func TestOpenRefusesADirectory(t *testing.T) {
 }
 
 func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rl.db")
 	s := sqlitetest.Open(t, storeConfig(path))
 	allow(t, s, ping, "k", t0)
@@ -387,6 +401,7 @@ func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 // the key failed (a 503, or, failing open, let through). The count stops
 // at decide.CountCap instead, and denies.
 func TestACountNearAnInt64Saturates(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.Open(t, sqlite.Config{})
 	p := limiter.Policy{Name: "ping", Limit: limiter.MaxLimit, Window: time.Hour}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -416,6 +431,7 @@ func TestACountNearAnInt64Saturates(t *testing.T) {
 // then fail every decision with "wrong journal mode"; it is refused at
 // Open, with the modes it takes.
 func TestOpenRefusesAJournalModeOfNoKind(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"bogus", "MEMORY", "off"} {
 		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "x.db"), JournalMode: mode})
 		if err == nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/longtest"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/internal/testproc"
@@ -79,22 +80,24 @@ var elsewhere = limiter.Policy{Name: "elsewhere", Limit: 1, Window: time.Minute,
 
 // TestPruneRemovesSuperJournalsLeftByKillNine kills a process that decides
 // across four shards with SIGKILL in the middle of its cross-shard commits
-// (when a super-journal appears, or up to 1.5 ms later), twelve times, and
-// on until super-journals are left behind: SQLite deletes one when the last journal
+// (when a super-journal appears, or up to 1.5 ms later), twelve times (six
+// without -tags longtests, see longtest), and on until super-journals are
+// left behind: SQLite deletes one when the last journal
 // that names it is rolled back, and never one that no journal names yet
 // (a kill after the super-journal is made and before the first journal
 // names it). Prune removes them, and the counts stay exact: every file
 // passes integrity_check, every reported decision is stored, and both
 // policies counted every key alike.
 func TestPruneRemovesSuperJournalsLeftByKillNine(t *testing.T) {
+	longtest.Parallel(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	cfg := shardedConfig(path, 4)
 	sqlitetest.Open(t, cfg).Close()
 
 	r := &reporter{reported: map[string]int64{}}
-	kills := 0
-	for ; kills < 12 || kills < 200 && len(superJournals(t, dir)) == 0; kills++ {
+	kills, rounds := 0, longtest.Rounds(t, 6, 12)
+	for ; kills < rounds || kills < 200 && len(superJournals(t, dir)) == 0; kills++ {
 		before := superJournals(t, dir)
 		cmd := testproc.Command(roleShardedWorker, path)
 		done := r.start(t, cmd)
@@ -190,6 +193,7 @@ func namingJournal(sj string) []byte {
 // yet); the one a shard's journal names stays, as do one that lists a file
 // outside the store and one named after another database.
 func TestPruneRemovesOnlySuperJournalsNoJournalNames(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	s := sqlitetest.Open(t, shardedConfig(path, 4))
@@ -233,6 +237,7 @@ func TestPruneRemovesOnlySuperJournalsNoJournalNames(t *testing.T) {
 // decision fails, every count is exact, and both policies counted every
 // key alike.
 func TestPruneDuringCrossShardCommitsRemovesNoLiveSuperJournal(t *testing.T) {
+	longtest.Parallel(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.db")
 	cfg := shardedConfig(path, 4)

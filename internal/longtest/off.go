@@ -1,0 +1,6 @@
+//go:build !longtests
+
+package longtest
+
+// On: built without -tags longtests.
+const On = false

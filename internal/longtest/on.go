@@ -1,0 +1,6 @@
+//go:build longtests
+
+package longtest
+
+// On: built with -tags longtests.
+const On = true
