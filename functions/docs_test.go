@@ -376,8 +376,12 @@ func requireTools(t *testing.T, needs []string) {
 // says to: in a new directory, go mod init, go get, go mod tidy. The one
 // substitution: where the README says go get github.com/ft251/ratelimit@latest,
 // the test requires the module and replaces it with this checkout, so that
-// it builds the code beside it, offline (GOPROXY=off), with the sums of
-// this repository's go.sum. A block followed by an output block is run, and
+// it builds the code beside it, with the sums of this repository's go.sum.
+// The modules a new program's go mod tidy needs beyond what this module's
+// own build downloaded (the tests' modules of its dependencies, such as
+// ginkgo for the API proxy's) come as they do for a user: from GOPROXY,
+// once, into the module cache. Offline (GOPROXY=off) a new machine's cache
+// lacks them, and the test failed there. A block followed by an output block is run, and
 // must print it.
 func TestDocsGoProgramsBuild(t *testing.T) {
 	t.Parallel()
@@ -403,7 +407,7 @@ func TestDocsGoProgramsBuild(t *testing.T) {
 				}
 				// TMPDIR apart: the go command ignores a go.mod at the
 				// root of the temporary directory.
-				env := append(docEnv(t.TempDir()), "GOFLAGS=-mod=mod", "GOPROXY=off")
+				env := append(docEnv(t.TempDir()), "GOFLAGS=-mod=mod")
 				for _, step := range steps {
 					args := strings.Fields(step)
 					switch {
