@@ -38,6 +38,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/jsonlog"
 	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/stores"
 	"github.com/ft251/ratelimit/limiter"
@@ -72,7 +73,7 @@ func main() {
 		os.Exit(2)
 	}
 	out := newLogOut(os.Stdout)
-	log := slog.New(slog.NewJSONHandler(out, nil))
+	log := slog.New(jsonlog.New(out))
 	err = run(log, out, cfg)
 	if err != nil {
 		log.Error("local-api", "error", err.Error())
