@@ -11,7 +11,8 @@
 # run in each round beside LOCAL_API, so that a change is measured against
 # what it changes in the same run. The local server's request log goes to
 # a file in the run's directory, as a deployment's would, and each line
-# is checked against the database; KEEP=1 keeps that directory.
+# is checked against the database; KEEP=1 keeps that directory. Each run
+# prints the CPU a request cost the server (for envoy, envoy and Redis).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -29,6 +30,13 @@ env -i PATH="$PATH" HOST=127.0.0.1 PORT=8090 GRPC_HOST=127.0.0.1 GRPC_PORT=8091 
 ENVOY=$!
 sleep 2
 curl -s -XPOST -d '{"domain":"bench","descriptors":[{"entries":[{"key":"client","value":"k0001"}]}]}' http://127.0.0.1:8090/json; echo
+# cpu is the CPU time, in clock ticks, that the processes have used.
+cpu() { for p in "$@"; do awk '{print $14+$15}' /proc/$p/stat; done | paste -sd+ | bc; }
+# per prints the CPU time a request took, from cpu's figures before and
+# after a wrk run and the requests it completed: on a machine shared with
+# other work the throughput varies with that work, the CPU a request costs
+# much less.
+per() { echo "   CPU per request: $(echo "scale=1; ($2-$1)*1000000/$(getconf CLK_TCK)/$3" | bc) µs"; }
 local() { # mode binary
   rm -rf "$work/db-$1" && mkdir -p "$work/db-$1"
   # Its log line per request goes to a file, as a deployment's would (to
@@ -38,10 +46,12 @@ local() { # mode binary
   API=$!
   sleep 1
   echo "== local-api $1 ($2)"
+  c0=$(cpu $API)
   wrk -t2 -c32 -d$D --latency -s ping.lua http://127.0.0.1:3100 | tee wrk-$1.txt | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
+  sent=$(grep "requests in" wrk-$1.txt | awk '{print $1}')
+  per "$c0" "$(cpu $API)" "$sent"
   sleep 1
   kill $API; wait $API 2>/dev/null
-  sent=$(grep "requests in" wrk-$1.txt | awk '{print $1}')
   python3 - "$work/db-$1/ratelimit.db" "$sent" "$work/db-$1/local-api.log" <<'PY'
 import json,sqlite3,sys
 db=sqlite3.connect(sys.argv[1])
@@ -67,7 +77,9 @@ PY
 }
 for round in 1 2; do
   echo "== envoy ratelimit + redis, round $round"
-  wrk -t2 -c32 -d$D --latency -s envoy.lua http://127.0.0.1:8090 | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
+  c0=$(cpu $ENVOY $REDIS)
+  wrk -t2 -c32 -d$D --latency -s envoy.lua http://127.0.0.1:8090 | tee wrk-envoy.txt | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
+  per "$c0" "$(cpu $ENVOY $REDIS)" "$(grep "requests in" wrk-envoy.txt | awk '{print $1}')"
   for mode in WAL DELETE; do
     if [ -n "${LOCAL_API_BEFORE:-}" ]; then local $mode "$LOCAL_API_BEFORE"; fi
     local $mode "$LOCAL_API"
