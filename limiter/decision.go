@@ -45,7 +45,7 @@ type Decision struct {
 	Cost int64
 }
 
-// Outcome is what a store decided for an attempt: one Decision per check,
+// Outcome is what a store decided for an attempt: one Decision per charge,
 // in order.
 type Outcome struct {
 	Decisions []Decision

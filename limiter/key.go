@@ -10,7 +10,7 @@ import (
 const maxKeyBytes = 256
 
 // ValidKey reports why key cannot be a client key, or nil. A key is 1 to
-// maxKeyBytes bytes of valid UTF-8 without control characters (bidi
+// 256 bytes of valid UTF-8 without control characters (bidi
 // controls included) and without U+FFFD. Keys are stored and echoed
 // exactly, so rejecting is the only safe answer to bytes that a JSON
 // response or a log line would have to alter. U+FFFD, the replacement

@@ -22,7 +22,7 @@ const (
 	// GCRA is the generic cell rate algorithm, a token bucket kept as one
 	// instant per key: Limit requests per Window sustained, one every
 	// Window/Limit, and at most Burst at once. A denied attempt leaves the
-	// bucket as it was; see gcra.go.
+	// bucket as it was.
 	GCRA Algorithm = "gcra"
 )
 
@@ -46,8 +46,9 @@ type Policy struct {
 	// Namespace keeps this policy's counters apart from other policies' in a
 	// shared store. Empty means the stored key is the client key exactly, as
 	// the design note's layout has it; at most one policy per store may
-	// leave it empty, and no two may share one (validatePolicies refuses
-	// both; POLICIES uses each policy's name, and none for "ping").
+	// leave it empty, and no two may share one (ValidateRules and a
+	// Limiter refuse both; POLICIES uses each policy's name, and none for
+	// "ping").
 	Namespace string
 	// Algorithm is Fixed (the default, also when empty), Sliding or GCRA.
 	Algorithm Algorithm

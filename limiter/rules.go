@@ -91,7 +91,8 @@ func fieldName(s string) bool {
 }
 
 // ValidateRules reports what is wrong with rules as one configuration:
-// each rule, and their policies together (validatePolicies).
+// each rule, and their policies together (two with one name or one
+// namespace, more than 32).
 func ValidateRules(rules []Rule) error {
 	policies := make([]Policy, len(rules))
 	var errs []error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -43,9 +44,13 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 		}
 		return "/mnt/efs/ratelimit.db"
 	}, envconfig.Lambda)
-	if err != nil {
-		fmt.Fprintln(out, "The Lambda functions would refuse it:"+strings.TrimPrefix(err.Error(), "invalid configuration:"))
-	} else {
+	var problems *envconfig.ConfigError
+	switch {
+	case errors.As(err, &problems):
+		fmt.Fprintln(out, "The Lambda functions would refuse it:\n"+problems.List())
+	case err != nil:
+		fmt.Fprintln(out, "The Lambda functions would refuse it:", err)
+	default:
 		fmt.Fprintln(out, "The Lambda functions would accept it.")
 	}
 	return 0

@@ -8,7 +8,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// State is what a store read of a check's counters inside the decision's
+// State is what a store read of a charge's counters inside the decision's
 // write transaction.
 type State struct {
 	// Cur is the count of the window containing the attempt, the attempt's
@@ -22,7 +22,7 @@ type State struct {
 	Emission time.Duration
 }
 
-// Decision is one check's decision, with what the store writes back.
+// Decision is one charge's decision, with what the store writes back.
 type Decision struct {
 	limiter.Decision
 	// TAT is, for a GCRA policy, the key's theoretical arrival time once
@@ -39,7 +39,7 @@ type Decision struct {
 // State is what d was decided from.
 func (d Decision) State() State { return d.state }
 
-// Outcome is a store's decision of an attempt: one Decision per check, in
+// Outcome is a store's decision of an attempt: one Decision per charge, in
 // order.
 type Outcome struct {
 	Decisions []Decision
@@ -65,7 +65,7 @@ func (o Outcome) Public() limiter.Outcome {
 	return out
 }
 
-// Decide decides the attempt from each check's state, read by the store in
+// Decide decides the attempt from each charge's state, read by the store in
 // the decision's transaction. The attempt passes when every enforced
 // policy allows it.
 func Decide(a limiter.Attempt, states []State) Outcome {
@@ -74,12 +74,12 @@ func Decide(a limiter.Attempt, states []State) Outcome {
 	return o
 }
 
-// decisions decides each check from its state, and the attempt as every
+// decisions decides each charge from its state, and the attempt as every
 // enforced policy's decision has it, before settle.
 func decisions(a limiter.Attempt, states []State) Outcome {
 	o := Outcome{Decisions: make([]Decision, len(a.Charges)), Allowed: true}
 	for i, c := range a.Charges {
-		o.Decisions[i] = decideCheck(c, a.Now, states[i])
+		o.Decisions[i] = decideCharge(c, a.Now, states[i])
 		if !o.Decisions[i].Allowed && !c.Policy.Shadow {
 			o.Allowed = false
 		}
@@ -87,10 +87,10 @@ func decisions(a limiter.Attempt, states []State) Outcome {
 	return o
 }
 
-// decideCheck decides one check from its state, as if it alone applied:
+// decideCharge decides one charge from its state, as if it alone applied:
 // c's policy is the effective one (Effective), and the decision names the
 // tier c is judged under (TierOf).
-func decideCheck(c limiter.Charge, now time.Time, st State) Decision {
+func decideCharge(c limiter.Charge, now time.Time, st State) Decision {
 	p, cost := c.Policy, Units(c)
 	d := Decision{Decision: limiter.Decision{Cost: cost}, state: st}
 	switch p.Algorithm {

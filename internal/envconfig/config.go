@@ -73,12 +73,18 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
+	return "invalid configuration:\n" + e.List()
+}
+
+// List is the problems, one a line, each indented under the line that
+// introduces them (Error's, or local-api -check's).
+func (e *ConfigError) List() string {
 	lines := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
 		// A problem of several lines (POLICIES) is indented under its name.
 		lines[i] = "  " + strings.ReplaceAll(p.Error(), "\n", "\n    ")
 	}
-	return "invalid configuration:\n" + strings.Join(lines, "\n")
+	return strings.Join(lines, "\n")
 }
 
 // Unwrap lets errors.Is and errors.As see each problem.

@@ -36,7 +36,7 @@ func Read(getenv func(string) string, host Host) (Config, error) {
 	}
 	// A route pattern ServeMux refuses is a problem of POLICIES, listed
 	// with its others.
-	if err := errors.Join(append([]error{policies}, service.CheckRoutes(c.Rules)...)...); err != nil {
+	if err := errors.Join(append([]error{policies}, service.RouteErrors(c.Rules)...)...); err != nil {
 		e.problems = append(e.problems, fmt.Errorf("POLICIES:\n%w", err))
 	}
 	if len(e.problems) > 0 {

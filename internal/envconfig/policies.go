@@ -137,6 +137,13 @@ func (r ruleJSON) rule(defaultKey limiter.KeySource) (limiter.Rule, []error) {
 			ks = defaultKey
 		}
 	}
+	rule := limiter.Rule{Policy: p, KeySource: ks, Routes: r.routes(bad), Cost: cost}
+	return rule, append(errs, r.tiering(&rule)...)
+}
+
+// routes are the element's routes, [DefaultRoute] when it gives none,
+// with what is wrong with them told to bad.
+func (r ruleJSON) routes(bad func(format string, args ...any)) []string {
 	routes := r.Routes
 	switch {
 	case routes != nil && len(routes) == 0:
@@ -149,19 +156,23 @@ func (r ruleJSON) rule(defaultKey limiter.KeySource) (limiter.Rule, []error) {
 			bad("a route is empty")
 		}
 	}
-	rule := limiter.Rule{Policy: p, KeySource: ks, Routes: slices.Clone(routes), Cost: cost}
+	return slices.Clone(routes)
+}
+
+// tiering sets rule's tiers and tier source from the element's "tiers"
+// and "tier", and returns what JSON got wrong in them.
+func (r ruleJSON) tiering(rule *limiter.Rule) []error {
+	var errs []error
 	if r.Tiers != nil {
-		var problems []error
-		rule.Policy.Tiers, problems = tiersOf(r.Name, r.Tiers)
-		errs = append(errs, problems...)
+		rule.Policy.Tiers, errs = tiersOf(r.Name, r.Tiers)
 	}
 	if r.Tier != nil {
 		var err error
 		if rule.TierClaim, rule.TierHeader, err = tierSourceOf(r.Tier); err != nil {
-			bad("tier: %v", err)
+			errs = append(errs, fmt.Errorf("policy %q: tier: %v", r.Name, err))
 		}
 	}
-	return rule, errs
+	return errs
 }
 
 // tiersOf reads a policy's "tiers": an object of tiers by name, each

@@ -89,9 +89,9 @@ func Guarding(rules []limiter.Rule, method, host, path string) []string {
 	return names
 }
 
-// CheckRoutes reports the rules' route patterns that http.ServeMux would
+// RouteErrors reports the rules' route patterns that http.ServeMux would
 // refuse, one error each.
-func CheckRoutes(rules []limiter.Rule) []error {
+func RouteErrors(rules []limiter.Rule) []error {
 	var errs []error
 	for _, r := range rules {
 		if _, err := compileRoutes(r.Routes); err != nil {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -13,7 +14,7 @@ import (
 // service's options.
 func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	e, err := newEngine(opts)
-	if err != nil {
+	if err := errors.Join(err, unnamedTiers(opts)); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	return func(next http.Handler) http.Handler {
@@ -21,6 +22,21 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 		g.mux, _ = next.(*http.ServeMux)
 		return g
 	}, nil
+}
+
+// unnamedTiers is what the middleware refuses beside what newEngine does:
+// a policy with tiers and nothing that names one of them (no TierClaim,
+// TierHeader or tier function), whose every request would get the
+// policy's own limit, whatever its plan, without a word. The API takes
+// such a policy, since POST /check names its tier.
+func unnamedTiers(opts Options) error {
+	var errs []error
+	for _, r := range opts.Rules {
+		if _, named := opts.Tiers[r.Policy.Name]; len(r.Policy.Tiers) > 0 && !named && r.TierClaim == "" && r.TierHeader == "" {
+			errs = append(errs, fmt.Errorf("policy %q has tiers, but nothing names one: give its rule a TierClaim or a TierHeader, or Options.Tiers a function for it", r.Policy.Name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // guarded is a handler behind the middleware.

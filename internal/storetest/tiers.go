@@ -84,12 +84,7 @@ func tiersPickTheLimit(t *testing.T, h Harness) {
 func tierChangeMidWindow(t *testing.T, h Harness) {
 	in := h.New(t)
 	other := in.Another(t)
-	type step struct {
-		tier    string
-		allowed bool
-		count   int64 // for the windows
-	}
-	run := func(p limiter.Policy, key string, now time.Time, steps []step) {
+	run := func(p limiter.Policy, key string, now time.Time, steps []tierStep) {
 		t.Helper()
 		for i, st := range steps {
 			s := in.Store
@@ -103,7 +98,7 @@ func tierChangeMidWindow(t *testing.T, h Harness) {
 		}
 	}
 	fixed := limiter.Policy{Name: "fixed", Limit: 3, Window: time.Minute, Namespace: "fixed", Tiers: map[string]limiter.Tier{"pro": {Limit: 6}}}
-	run(fixed, "k", t0.Add(10*time.Second), []step{
+	run(fixed, "k", t0.Add(10*time.Second), []tierStep{
 		{"", true, 1}, {"", true, 2}, {"", true, 3}, {"", false, 4},
 		{"pro", true, 5}, {"pro", true, 6}, {"pro", false, 7},
 		{"", false, 8},
@@ -119,26 +114,40 @@ func tierChangeMidWindow(t *testing.T, h Harness) {
 	}
 	// At 90 s the previous window's 4 weigh 2: free lets 2 more through,
 	// pro 3 more after free's denied third (2 + 6 = 8), and then none.
-	run(sliding, "k", t0.Add(90*time.Second), []step{
+	run(sliding, "k", t0.Add(90*time.Second), []tierStep{
 		{"", true, 3}, {"", true, 4}, {"", false, 5},
 		{"pro", true, 6}, {"pro", true, 7}, {"pro", true, 8}, {"pro", false, 9},
 		{"", false, 10},
 	})
+	gcraTierChange(t, in.Store, other, run)
+}
 
+// tierStep is one decision of tierChangeMidWindow: under tier (pro's on
+// another handle), allowed or not, and the window's count after it.
+type tierStep struct {
+	tier    string
+	allowed bool
+	count   int64 // for the windows
+}
+
+// gcraTierChange is tierChangeMidWindow's GCRA part: a bucket rescaled as
+// the key moves from free to pro and back.
+func gcraTierChange(t *testing.T, s, other limiter.Store, run func(limiter.Policy, string, time.Time, []tierStep)) {
+	t.Helper()
 	bucket := limiter.Policy{Name: "bucket", Limit: 10, Window: 10 * time.Second, Namespace: "bucket", Algorithm: limiter.GCRA, Burst: 4,
 		Tiers: map[string]limiter.Tier{"pro": {Limit: 100, Burst: 20}}}
 	// Free's 4 hold back 4 s, 4 of pro's 100 ms emissions once rescaled:
 	// 16 of pro's 20 are left.
-	steps := []step{{"", true, 0}, {"", true, 0}, {"", true, 0}, {"", true, 0}, {"", false, 0}}
+	steps := []tierStep{{"", true, 0}, {"", true, 0}, {"", true, 0}, {"", true, 0}, {"", false, 0}}
 	for range 16 {
-		steps = append(steps, step{"pro", true, 0})
+		steps = append(steps, tierStep{"pro", true, 0})
 	}
-	run(bucket, "g", t0, append(steps, step{"pro", false, 0}))
+	run(bucket, "g", t0, append(steps, tierStep{"pro", false, 0}))
 	// Back on free, pro's full bucket (20 emissions of 100 ms) is at most
 	// free's full one, not the 20 s its 20 emissions would take at free's
 	// rate; one more fits once pro's holds back 3 of its emissions, at
 	// 1.7 s: told as 2 s, and denied at 1 s.
-	if d := allowTier(t, in.Store, bucket, "g", "", 1, t0, "back"); d.Allowed || d.ResetAfter != 2*time.Second || d.Remaining != 0 {
+	if d := allowTier(t, s, bucket, "g", "", 1, t0, "back"); d.Allowed || d.ResetAfter != 2*time.Second || d.Remaining != 0 {
 		t.Errorf("gcra back on free: allowed %v, reset after %v, remaining %d; want denied for 2s", d.Allowed, d.ResetAfter, d.Remaining)
 	}
 	if d := allowTier(t, other, bucket, "g", "", 1, t0.Add(time.Second), "early"); d.Allowed || d.ResetAfter != time.Second {

@@ -177,12 +177,13 @@ func (d *decision) count(s *Store, i int, conditional bool) types.TransactWriteI
 		},
 	}
 	if conditional {
-		// Below the most the count may be with the cost added, less the
-		// cost, plus one: for a sliding policy, the limit less the
-		// previous window's weighted count.
-		below := decide.MaxCount(c.Policy, d.a.Now, d.states[i].Prev) - decide.Units(c) + 1
-		u.ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :below")
-		u.ExpressionAttributeValues[":below"] = num(below)
+		// The cost fits while the count is below fitsBelow: the most the
+		// count may be with the cost added (for a sliding policy, the
+		// limit less the previous window's weighted count), less the
+		// cost, plus one.
+		fitsBelow := decide.MaxCount(c.Policy, d.a.Now, d.states[i].Prev) - decide.Units(c) + 1
+		u.ConditionExpression = aws.String("attribute_not_exists(#c) OR #c < :fits_below")
+		u.ExpressionAttributeValues[":fits_below"] = num(fitsBelow)
 		u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
 	return types.TransactWriteItem{Update: u}

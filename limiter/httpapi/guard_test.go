@@ -459,3 +459,32 @@ func TestTiersByAFunctionOfTheRequest(t *testing.T) {
 		t.Errorf("a nil tier function: %v", err)
 	}
 }
+
+// TestTiersNothingNamesAreRefused: a policy with tiers behind the
+// middleware, with no TierClaim, no TierHeader and no tier function, could
+// never apply one of them: every request would get the policy's own limit
+// whatever its plan, with nothing said. The middleware refuses it, as it
+// refuses a tier source without tiers, and so does Limit, which has no way
+// to name a tier; with any of the three it is taken.
+func TestTiersNothingNamesAreRefused(t *testing.T) {
+	api := limiter.Policy{Name: "api", Limit: 1, Window: time.Minute, Namespace: "api", Tiers: map[string]limiter.Tier{"pro": {Limit: 3}}}
+	store := sqlitetest.Open(t, sqlite.Config{})
+	_, err := httpapi.Middleware(httpapi.Options{Store: store, Rules: []limiter.Rule{{Policy: api, Routes: []string{"/"}}}})
+	if err == nil || !strings.Contains(err.Error(), `policy "api" has tiers, but nothing names one`) {
+		t.Errorf("tiers that nothing names: %v, want them refused", err)
+	}
+	if _, err := httpapi.Limit(store, api, httpapi.BySourceIP); err == nil || !strings.Contains(err.Error(), `policy "api" has tiers, but nothing names one`) {
+		t.Errorf("Limit of a policy with tiers: %v, want it refused", err)
+	}
+	for name, opts := range map[string]httpapi.Options{
+		"TierClaim":  {Rules: []limiter.Rule{{Policy: api, Routes: []string{"/"}, TierClaim: "plan"}}},
+		"TierHeader": {Rules: []limiter.Rule{{Policy: api, Routes: []string{"/"}, TierHeader: "X-Plan"}}},
+		"Tiers": {Rules: []limiter.Rule{{Policy: api, Routes: []string{"/"}}},
+			Tiers: map[string]func(*http.Request) (string, error){"api": func(*http.Request) (string, error) { return "pro", nil }}},
+	} {
+		opts.Store = store
+		if _, err := httpapi.Middleware(opts); err != nil {
+			t.Errorf("tiers named by %s: %v", name, err)
+		}
+	}
+}

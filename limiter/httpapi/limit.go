@@ -12,8 +12,9 @@ import (
 // key finds: the common case of Middleware, with no routes to repeat. It
 // answers as Middleware does (the same headers, 429, fail mode closed) and
 // refuses what Middleware refuses: no store, an invalid policy, a nil key
-// function. For several policies, routes, costs, a log line or fail open,
-// use Middleware.
+// function, and a policy with tiers, which nothing here could name. For
+// several policies, routes, costs, tiers, a log line or fail open, use
+// Middleware.
 //
 //	limit, err := httpapi.Limit(store, limiter.Policy{Name: "api", Limit: 100, Window: time.Minute}, httpapi.BySourceIP)
 //	...

@@ -158,3 +158,23 @@ func TestOpeningAMigratedFileWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestAColdStartOnANewFileCommitsOnce: the process that creates a file
+// migrates its schema and records its layout in one write transaction, so
+// the others starting beside it wait for one commit, not two (each a
+// journal written, synced and deleted: tens of milliseconds on EFS). The
+// file's change counter, which each committed write transaction
+// increments, reads 1.
+func TestAColdStartOnANewFileCommitsOnce(t *testing.T) {
+	for _, shards := range []int{1, 4} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rl.db")
+			sqlitetest.Open(t, shardedConfig(path, shards)).Close()
+			for i := range shards {
+				if n := sqlitetest.ChangeCounter(t, sqlite.ShardPath(path, i)); n != 1 {
+					t.Errorf("shard %d: change counter %d after one cold start on a new file, want 1 commit", i, n)
+				}
+			}
+		})
+	}
+}

@@ -39,34 +39,54 @@ func SchemaVersion() int {
 	return len(m)
 }
 
-// migrate brings the schema up to date. The common case, an up-to-date
-// schema, costs one read and no lock beyond a shared one. Otherwise the
-// migrations run in one immediate transaction that re-reads the version
-// first, so two cold starts racing apply each migration once: the second
-// waits for the first's lock and then, reading the version again without
-// the lock, finds nothing left to do (see opening.writeOnce). Migrations
-// are also written to be idempotent (IF NOT EXISTS) in case a database was
-// built by hand.
-func migrate(ctx context.Context, db *sql.DB, o *opening) error {
+// prepare brings a writer's file up to date: its schema migrated and its
+// place in the layout recorded (checkLayout). The common case, a file
+// already prepared, costs reads and no lock beyond a shared one.
+// Otherwise both changes are made in one immediate transaction that reads
+// the version and layout again first, so that a new file costs its
+// creator one commit, which the cold starts racing it wait for, and two
+// racing apply each migration once: the second waits for the first's lock
+// and then, reading again without the lock, finds nothing left to do (see
+// opening.writeOnce). Migrations are also written to be idempotent (IF NOT
+// EXISTS) in case a database was built by hand.
+func (sh *shard) prepare(ctx context.Context, db *sql.DB, o *opening) error {
 	var v int
 	var all []string
 	needed := func(q querier) (bool, error) {
 		var err error
-		v, all, err = versions(ctx, q)
-		return err == nil && v < len(all), err
+		if v, all, err = versions(ctx, q); err != nil {
+			return false, err
+		}
+		if v < len(all) {
+			return true, nil // the layout is read once the schema has its table
+		}
+		found, err := sh.compareLayout(ctx, q)
+		return err == nil && !found, err
 	}
 	return o.writeOnce(ctx, db, "migration", needed, func(tx *sql.Tx) error {
-		for ; v < len(all); v++ {
-			if _, err := tx.ExecContext(ctx, all[v]); err != nil {
-				return fmt.Errorf("migration %d: %w", v+1, err)
-			}
+		if err := migrate(ctx, tx, v, all); err != nil {
+			return err
 		}
-		// PRAGMA takes no bound parameters; v is an int we computed.
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
-			return fmt.Errorf("set schema version: %w", err)
-		}
-		return nil
+		return sh.recordLayout(ctx, tx)
 	})
+}
+
+// migrate runs migrations v+1 onwards of all in tx, and records the
+// version they reach.
+func migrate(ctx context.Context, tx *sql.Tx, v int, all []string) error {
+	if v == len(all) {
+		return nil
+	}
+	for ; v < len(all); v++ {
+		if _, err := tx.ExecContext(ctx, all[v]); err != nil {
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+	}
+	// PRAGMA takes no bound parameters; v is an int we computed.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+		return fmt.Errorf("set schema version: %w", err)
+	}
+	return nil
 }
 
 // opening is one attempt of a shard's open: the budget it waits for locks

@@ -125,31 +125,32 @@ const (
 OR EXISTS (SELECT 1 FROM gcra_buckets) OR EXISTS (SELECT 1 FROM overrides)`
 )
 
-// checkLayout charges that sh's file records sh's place in the layout, and
-// records it in a file that has none yet, in an immediate transaction that
-// reads again first, so that racing cold starts record it once (see
-// opening.writeOnce). A read-only store records nothing: it accepts a file
-// without a layout that holds no data, or that it reads as the only shard.
-func (sh *shard) checkLayout(ctx context.Context, db *sql.DB, o *opening) error {
-	needed := func(q querier) (bool, error) {
-		found, err := sh.compareLayout(ctx, q)
-		return err == nil && !found, err
+// checkLayout is prepare's layout check for a read-only store, which
+// records nothing: it accepts a file without a layout that holds no data,
+// or that it reads as the only shard.
+func (sh *shard) checkLayout(ctx context.Context, db *sql.DB) error {
+	found, err := sh.compareLayout(ctx, db)
+	if err != nil || found {
+		return err
 	}
-	if sh.cfg.ReadOnly {
-		if need, err := needed(db); err != nil || !need {
-			return err
-		}
-		return sh.unrecorded(ctx, db)
+	return sh.unrecorded(ctx, db)
+}
+
+// recordLayout charges that the file of tx records sh's place in the
+// layout, and records it if the file has none yet (prepare's second
+// change, in the transaction of its first).
+func (sh *shard) recordLayout(ctx context.Context, tx *sql.Tx) error {
+	found, err := sh.compareLayout(ctx, tx)
+	if err != nil || found {
+		return err
 	}
-	return o.writeOnce(ctx, db, "layout", needed, func(tx *sql.Tx) error {
-		if err := sh.unrecorded(ctx, tx); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, setLayoutSQL, sh.index, sh.count); err != nil {
-			return fmt.Errorf("record layout: %w", err)
-		}
-		return nil
-	})
+	if err := sh.unrecorded(ctx, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, setLayoutSQL, sh.index, sh.count); err != nil {
+		return fmt.Errorf("record layout: %w", err)
+	}
+	return nil
 }
 
 // compareLayout reads the layout q's file records, if any, and refuses one

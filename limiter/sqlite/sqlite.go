@@ -104,8 +104,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	set := settings{Config: c, Options: sqlitetune.From(ctx)}
 	s := &Store{path: c.Path, cfg: set}
+	busy := &contention{}
 	for i := range c.Shards {
-		s.shards = append(s.shards, &shard{index: i, count: c.Shards, path: ShardPath(c.Path, i), cfg: set, mu: make(chan struct{}, 1)})
+		sh := &shard{index: i, count: c.Shards, path: ShardPath(c.Path, i), cfg: set, mu: make(chan struct{}, 1)}
+		sh.wait.store = busy
+		s.shards = append(s.shards, sh)
 	}
 	return s, nil
 }
@@ -241,9 +244,9 @@ func synchronous(journalMode string) string {
 	return "FULL"
 }
 
-// open opens the database, charges that the pragmas took, migrates the schema,
-// charges (or records) the file's place in the layout, and prepares the
-// statements the request path uses.
+// open opens the database, charges that the pragmas took, migrates the schema
+// and charges (or records) the file's place in the layout (prepare), and
+// prepares the statements the request path uses.
 //
 // A lock in the way does not make it start again from the beginning; it
 // waits where it finds the lock, within the budget (see opening): cold
@@ -278,19 +281,13 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 		return nil, err
 	}
 	testHook("pragmas", sh.path)
-	if !sh.cfg.ReadOnly && !sh.cfg.SQLiteBusyHandler {
-		// Without a probe the store still waits, less fairly (wait.go).
-		if p, err := openProbe(sh.path, &sh.wait.probeFailures); err == nil {
-			o.probe = p
-		}
-	}
+	o.probe = sh.openProbe()
 	if sh.cfg.ReadOnly {
-		err = checkVersion(ctx, db)
+		if err = checkVersion(ctx, db); err == nil {
+			err = sh.checkLayout(ctx, db)
+		}
 	} else {
-		err = migrate(ctx, db, o)
-	}
-	if err == nil {
-		err = sh.checkLayout(ctx, db, o)
+		err = sh.prepare(ctx, db, o)
 	}
 	if err != nil {
 		return nil, err
@@ -311,6 +308,20 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// openProbe opens the lock probe a writer waits with, or returns nil: a
+// read-only store takes no write lock, SQLite's busy handler waits on its
+// own, and without a probe the store still waits, less fairly (wait.go).
+func (sh *shard) openProbe() *probe {
+	if sh.cfg.ReadOnly || sh.cfg.SQLiteBusyHandler {
+		return nil
+	}
+	p, err := openProbe(sh.path, &sh.wait.probeFailures)
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // testHookOpen, when set by a test, runs at points of open where another

@@ -34,18 +34,30 @@ import (
 //     four lock operations and, holding a shared lock for a moment, can
 //     delay the holder's commit;
 //   - watches at a pace tied to how long this process's transactions hold
-//     the lock: a quarter of that at first, a sixteenth once it has waited
-//     a whole transaction, at most a 32nd later, jittered, so the longest
-//     waiter looks most often and most likely takes the lock next;
+//     the lock (learnt over all the store's shards): every half
+//     transaction, at most 50 ms, jittered (see pause);
 //   - tries SQLite's lock when the holder is gone, until the budget
 //     (BusyTimeout) or the request's deadline runs out.
 //
-// And a process that commits while others wait gives way: before its next
-// transaction it pauses a quarter of a transaction, long enough for a
-// waiter to notice and take the lock. Without that, on slow storage the
-// process that just released the lock takes it straight back and the
-// others starve. Where F_GETLK is unavailable, waiters simply retry every
-// transaction's length (then half that), jittered.
+// Once the store has found the lock taken often (see contention), a
+// transaction looks at the lock before its BEGIN, one F_GETLK, and waits
+// as above if it is held, instead of paying for a BEGIN that fails.
+//
+// And a process that commits while others wait gives way: a transaction
+// that would begin less than a quarter of a transaction after its last
+// commit to the file waits out that quarter, long enough for a waiter to
+// notice and take the lock, when the waiting room is not empty. Without
+// that, on slow storage the process that just released the lock takes it
+// straight back and the others starve. Where F_GETLK is unavailable,
+// waiters simply retry every transaction's length (then half that),
+// jittered.
+//
+// Blocking locks (F_SETLKW, F_OFD_SETLKW) are not used to wait: on EFS the
+// Linux NFS client retries a blocked LOCK itself, sleeping 1 s and then
+// longer between tries unless the server calls back, which EFS does not
+// document, so a waiter would sleep past dozens of the lock's releases;
+// and a lock of the store's own on SQLite's bytes would stand in SQLite's
+// way (an OFD lock conflicts even with this process's SQLite).
 //
 // A transaction that holds the lock and only waits for readers to finish,
 // at COMMIT, lets SQLite wait, up to the remaining budget: readers hold
@@ -63,15 +75,16 @@ const (
 
 // waiter holds a store's lock-waiting state.
 type waiter struct {
-	// hold is a moving average of how long this process's write
-	// transactions hold the lock, in nanoseconds.
-	hold    atomic.Int64
+	// store is what the store's shards learn together: how long a
+	// transaction holds the lock, how often the lock is found taken.
+	store   *contention
 	retries atomic.Int64
 	probes  atomic.Int64
 	yields  atomic.Int64
-	// courtesy is when this process may begin its next transaction, in
-	// Unix nanoseconds, after giving way to waiters.
-	courtesy atomic.Int64
+	// committed is when this process last committed a write to the
+	// shard, in Unix nanoseconds: a transaction that begins less than a
+	// quarter of a transaction later may owe waiters a pause (giveWay).
+	committed atomic.Int64
 	// longest is the longest write transaction so far, in nanoseconds.
 	longest atomic.Int64
 	writes  atomic.Int64
@@ -89,37 +102,32 @@ func storeMax(a *atomic.Int64, v int64) {
 	}
 }
 
-// observe folds one transaction's lock hold time into the average.
+// observe folds one transaction's lock hold time into the store's average.
 func (w *waiter) observe(d time.Duration) {
 	w.writes.Add(1)
 	storeMax(&w.longest, int64(d))
-	for {
-		old := w.hold.Load()
-		next := int64(d)
-		if old > 0 {
-			next = old + (int64(d)-old)/8
-		}
-		if w.hold.CompareAndSwap(old, next) {
-			return
-		}
-	}
+	w.store.observeHold(d)
 }
 
-// pause is how long to sleep before looking again, having waited so far:
-// with a probe, a quarter of a transaction, then a sixteenth; without one,
-// where each look is a try of SQLite's lock, a whole one, then a half.
+// pause is how long to sleep before looking again: with a probe, half a
+// transaction; without one, where each look is a try of SQLite's lock, a
+// whole one, then a half once it has waited that long. Jittered, so that
+// waiters that began together look apart.
+//
+// Half a transaction is about how long the holder a waiter finds has left,
+// and a waiter looks about twice per transaction it waits through. Looking
+// more often, as the longest waiters once did (down to a 32nd of a
+// transaction), bought no throughput on the EFS model: the lock passes to
+// whichever waiter looks first after it frees, and with several waiting
+// one of them looks soon; each look is a round trip, and they were most of
+// what a contended decision cost (BENCHMARKS.md, "Calls per decision under
+// contention").
 func (w *waiter) pause(waited time.Duration, probing bool) time.Duration {
 	hold := w.holdTime()
 	d := hold
 	switch {
 	case probing:
-		// A quarter of a transaction at first, falling with the square
-		// of the wait: a sixteenth after one transaction, a hundredth
-		// after four. The longest waiter looks most often, so it is the
-		// likeliest to take the lock when it frees.
-		// Never below a 32nd, to bound the looks a crowd of waiters makes.
-		age := 1 + float64(waited)/float64(hold)
-		d = max(time.Duration(float64(hold)/(4*age*age)), hold/32)
+		d = hold / 2
 	case waited >= hold:
 		d = hold / 2
 	}
@@ -127,12 +135,7 @@ func (w *waiter) pause(waited time.Duration, probing bool) time.Duration {
 	return min(max(d, minPoll), maxPoll)
 }
 
-func (w *waiter) holdTime() time.Duration {
-	if hold := time.Duration(w.hold.Load()); hold > 0 {
-		return hold
-	}
-	return initialHold
-}
+func (w *waiter) holdTime() time.Duration { return w.store.holdTime() }
 
 // Stats are counters of a store's activity since it was opened, summed
 // over its shards.
@@ -184,7 +187,7 @@ func (s *Store) Stats() Stats {
 
 // isBusy reports whether err means another connection holds a lock.
 func isBusy(err error) bool {
-	return code(err) == sqlite3.SQLITE_BUSY
+	return code(err) == sqlite3.SQLITE_BUSY || errors.Is(err, errHeld)
 }
 
 // errLockTimeout is returned when the lock was not granted within the budget.
@@ -304,10 +307,38 @@ func (sh *shard) waitTurn(ctx context.Context, p *probe, start time.Time) error 
 	}
 }
 
-// giveWay pauses before a transaction while this process is giving way to
-// waiters, and reports ctx's error if it ends first.
-func (sh *shard) giveWay(ctx context.Context) error {
-	return backoff.Sleep(ctx, time.Until(time.Unix(0, sh.wait.courtesy.Load())))
+// lookFirst reports whether another process holds the lock, when the
+// store's contention makes looking before BEGIN worth its call (see
+// contention), and notes the look's answer.
+func (sh *shard) lookFirst(h *handle) bool {
+	if h.probe == nil || !sh.wait.store.likely() {
+		return false
+	}
+	held := h.probe.writerActive()
+	if held {
+		sh.wait.store.observe(true)
+	}
+	return held
+}
+
+// giveWay pauses before a transaction on h that begins less than a
+// quarter of a transaction after this process's last commit to the shard,
+// when other processes wait for the lock, until that quarter has passed;
+// it reports ctx's error if ctx ends first. Whether others wait costs a
+// look at the waiting room (one F_GETLK), so it is asked only then, not
+// after every commit: a process that comes back to the shard later than
+// that owes nobody a pause, and with many shards that is most of them.
+func (sh *shard) giveWay(ctx context.Context, h *handle) error {
+	last := sh.wait.committed.Load()
+	if last == 0 || h.probe == nil {
+		return nil
+	}
+	until := time.Unix(0, last).Add(sh.wait.holdTime() / 4)
+	if !time.Now().Before(until) || !h.probe.othersWaiting() {
+		return nil
+	}
+	sh.wait.yields.Add(1)
+	return backoff.Sleep(ctx, time.Until(until))
 }
 
 // write runs fn in an immediate transaction on one connection and commits,
@@ -316,7 +347,15 @@ func (sh *shard) giveWay(ctx context.Context) error {
 // the budget (see commit).
 func (sh *shard) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) error) error {
 	start := time.Now()
-	return sh.do(ctx, op, func(h *handle) error {
+	first := true
+	return sh.do(ctx, op, func(h *handle) (err error) {
+		if first {
+			first = false
+			if sh.lookFirst(h) {
+				return errHeld
+			}
+			defer func() { sh.wait.store.observe(isBusy(err)) }()
+		}
 		// Waiting for this process's one connection is waiting for the
 		// lock too, and shares its budget.
 		connCtx, cancel := context.WithDeadline(ctx, start.Add(sh.cfg.BusyTimeout))
@@ -329,10 +368,7 @@ func (sh *shard) write(ctx context.Context, op string, fn func(*sql.Tx, *handle)
 		if err := sh.txOn(ctx, conn, h, start, func(tx *sql.Tx) error { return fn(tx, h) }); err != nil {
 			return err
 		}
-		if h.probe != nil && h.probe.othersWaiting() {
-			sh.wait.yields.Add(1)
-			sh.wait.courtesy.Store(time.Now().Add(sh.wait.holdTime() / 4).UnixNano())
-		}
+		sh.wait.committed.Store(time.Now().UnixNano())
 		return nil
 	})
 }
@@ -342,7 +378,7 @@ func (sh *shard) write(ctx context.Context, op string, fn func(*sql.Tx, *handle)
 // budget that began at start, the journal mode checked first when h asks
 // for it. The transaction is rolled back when fn or the commit fails.
 func (sh *shard) txOn(ctx context.Context, conn *sql.Conn, h *handle, start time.Time, fn func(*sql.Tx) error) error {
-	if err := sh.giveWay(ctx); err != nil {
+	if err := sh.giveWay(ctx, h); err != nil {
 		return err
 	}
 	began := time.Now()

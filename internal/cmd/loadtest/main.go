@@ -69,6 +69,7 @@ type options struct {
 	batch    int
 	policies int
 	cross    bool
+	fsStats  string
 }
 
 func main() {
@@ -131,6 +132,7 @@ func parseFlags() options {
 	flag.IntVar(&o.batch, "batch", 0, "most decisions of a process in one transaction (0: the store's default; 1: no group commit, as before it)")
 	flag.IntVar(&o.policies, "policies", 1, "policies per request: ping, then others that count every attempt and deny none, under the same client key (so in the same shard)")
 	flag.BoolVar(&o.cross, "cross", false, "with -via store: the other policies count under another client key each (key/pN, as another key source would), mostly in other shards")
+	flag.StringVar(&o.fsStats, "fs-stats", "", "base URL of latencyfs's counters (http://ADDR): zeroed when the load starts and read when it ends, so that the row's fs_ops are the decisions' alone, without the opens before or the check after")
 	flag.Parse()
 	if o.cross && o.via != "store" {
 		fatal(errors.New("-cross needs -via store: the handler takes every policy's key from the request"))
@@ -195,6 +197,8 @@ type result struct {
 	Rejected  int64            `json:"rejected"`
 	Busy      int64            `json:"timed_out"`
 	Retries   int64            `json:"busy_retries"`
+	Probes    int64            `json:"lock_probes"`
+	Yields    int64            `json:"yields"`
 	Errors    int64            `json:"errors"`
 	Latency   *hist            `json:"latency"`
 	Writes    int64            `json:"store_writes"` // write transactions committed
@@ -251,8 +255,15 @@ func worker(o options) error {
 	wg.Wait()
 	st := store.Stats()
 	total.Retries, total.Writes, total.Batches, total.Batched, total.Across = st.BusyRetries, st.Writes, st.Batches, st.Batched, st.CrossShard
+	total.Probes, total.Yields = st.Probes, st.Yields
 	total.Memory = memory.n
-	return json.NewEncoder(os.Stdout).Encode(total)
+	if err := json.NewEncoder(os.Stdout).Encode(total); err != nil {
+		return err
+	}
+	// The store closes (its files' closes are file-system calls) only once
+	// the parent has read every worker's counters: stdin closes then.
+	io.Copy(io.Discard, os.Stdin)
+	return nil
 }
 
 // pruneResult is what the pruner process reports.
@@ -352,6 +363,8 @@ func (r *result) add(o result) {
 	r.Rejected += o.Rejected
 	r.Busy += o.Busy
 	r.Retries += o.Retries
+	r.Probes += o.Probes
+	r.Yields += o.Yields
 	r.Writes += o.Writes
 	r.Batches += o.Batches
 	r.Batched += o.Batched
@@ -431,6 +444,8 @@ type row struct {
 	Max        time.Duration `json:"max_ns"`
 	Busy       int64         `json:"timed_out"`
 	Retries    int64         `json:"busy_retries"`
+	Probes     int64         `json:"lock_probes"`
+	Yields     int64         `json:"yields"`
 	Writes     int64         `json:"store_writes"`
 	FromMemory int64         `json:"from_memory"`
 	Errors     int64         `json:"errors"`
@@ -441,6 +456,8 @@ type row struct {
 	Mismatches []string      `json:"mismatches,omitempty"`
 	FirstError string        `json:"first_error,omitempty"`
 	Prune      *pruneResult  `json:"prune,omitempty"`
+	// FS is latencyfs's counters over the load alone, with -fs-stats.
+	FS *fsCounts `json:"fs,omitempty"`
 }
 
 // run starts procs worker processes on one fresh database, lets them drive
@@ -528,6 +545,11 @@ func startWorkers(o options, procs int) ([]proc, error) {
 			return nil, fmt.Errorf("worker %d: %q %v", i, line, err)
 		}
 	}
+	if o.fsStats != "" {
+		if _, err := fsCounters(o.fsStats, true); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range ps {
 		io.WriteString(p.stdin, "go\n")
 	}
@@ -547,14 +569,25 @@ func collect(o options, procs int, ps []proc) (row, error) {
 		ps[procs].cmd.Wait()
 		ps = ps[:procs]
 	}
+	results := make([]result, len(ps))
 	for i, p := range ps {
-		var res result
-		if err := json.NewDecoder(p.out).Decode(&res); err != nil {
+		if err := json.NewDecoder(p.out).Decode(&results[i]); err != nil {
 			return row{}, fmt.Errorf("worker %d result: %w", i, err)
 		}
+	}
+	if o.fsStats != "" {
+		fs, err := fsCounters(o.fsStats, false)
+		if err != nil {
+			return row{}, err
+		}
+		r.FS = &fs
+	}
+	for i, p := range ps {
+		p.stdin.Close() // the worker closes its store and exits
 		if err := p.cmd.Wait(); err != nil {
 			return row{}, fmt.Errorf("worker %d: %w", i, err)
 		}
+		res := results[i]
 		total.add(res)
 		if r.MinPerProc < 0 || res.Decisions < r.MinPerProc {
 			r.MinPerProc = res.Decisions
@@ -562,6 +595,7 @@ func collect(o options, procs int, ps []proc) (row, error) {
 		r.MaxPerProc = max(r.MaxPerProc, res.Decisions)
 	}
 	r.Decisions, r.Busy, r.Retries, r.Errors, r.FirstError = total.Decisions, total.Busy, total.Retries, total.Errors, total.FirstErr
+	r.Probes, r.Yields = total.Probes, total.Yields
 	r.Writes, r.Batches, r.Batched, r.Across = total.Writes, total.Batches, total.Batched, total.Across
 	for _, n := range total.Memory {
 		r.FromMemory += n

@@ -11,6 +11,16 @@
 //
 // go -C runs it in tools/, so relative paths in its arguments start there.
 //
+// The file-system calls per decision are latencyfs's counters over the load
+// alone (loadtest zeros them when its workers start and reads them when the
+// last has finished), without the opens of every shard before it or the
+// exactness check after. Each row prints them by kind, and the fewest and
+// most decisions any process made. The sweep fails (exit 1) when a count is
+// not exact, and with -max-calls or -max-spread when a run makes more calls
+// per decision, or spreads decisions between processes more widely:
+//
+//	sudo go -C tools run ./cmd/efssweep -latencies 250us/2.7ms -procs 16 -clients 1 -keys 1000 -shards 64 -duration 10s -max-calls 60 -max-spread 2
+//
 // A latency is either one duration for every operation or READ/WRITE, such
 // as 250us/2.7ms, for read-class and write-class operations apart. Each
 // process runs one client, as a Lambda execution environment serves one
@@ -59,12 +69,18 @@ type point struct {
 	P99           time.Duration      `json:"p99_ns"`
 	Max           time.Duration      `json:"max_ns"`
 	TimedOut      int64              `json:"timed_out"`
+	Retries       int64              `json:"busy_retries"`
+	Probes        int64              `json:"lock_probes"`
+	Yields        int64              `json:"yields"`
 	Errors        int64              `json:"errors"`
 	MinPerProc    int64              `json:"min_per_proc"`
 	MaxPerProc    int64              `json:"max_per_proc"`
 	Exact         bool               `json:"exact"`
 	OpsPerDecison float64            `json:"fs_ops_per_decision"`
 	OpsByKind     map[string]float64 `json:"fs_ops_by_kind_per_decision"`
+	// FS is latencyfs's counters over the load alone, as loadtest read
+	// them (its -fs-stats): without the opens before it or the check after.
+	FS *fsStats `json:"fs,omitempty"`
 }
 
 func main() {
@@ -88,6 +104,8 @@ func main() {
 	journal := flag.String("journal", "DELETE", "JOURNAL_MODE")
 	cache := flag.Bool("reject-cache", false, "REJECT_CACHE=on in the workers")
 	rate := flag.Float64("rate", 0, "requests per second per client (0: as fast as possible)")
+	maxCalls := flag.Float64("max-calls", 0, "fail (exit 1) when a run makes more file-system calls (read- and write-class round trips) per decision than this; 0: no limit")
+	maxSpread := flag.Float64("max-spread", 0, "fail (exit 1) when a run's busiest process makes more than this many times the decisions of its least busy one; 0: no limit")
 	jsonOut := flag.String("json", "", "write results as JSON lines here")
 	pngOut := flag.String("png", "", "draw decisions/s against latency here")
 	flag.Parse()
@@ -110,26 +128,22 @@ func main() {
 			n, c, p := runs[0], runs[1], runs[2]
 			pt := point{Latency: model, ReadLatency: rd, WriteLatency: wr, BusyHandler: *handler, Journal: *journal,
 				BufferWrites: *buffered, RejectCache: *cache, Rate: *rate}
-			m.reset()
-			out := run(bins["loadtest"], "-json", "-db", filepath.Join(m.dir, "ratelimit.db"), "-procs", p,
+			out := run(bins["loadtest"], "-json", "-fs-stats", m.base, "-db", filepath.Join(m.dir, "ratelimit.db"), "-procs", p,
 				"-clients", c, "-shards", n, "-batch", strconv.Itoa(*batch), "-policies", strconv.Itoa(*policies), "-cross="+strconv.FormatBool(*cross), "-via", *via,
 				"-keys", strconv.Itoa(*keys), "-duration", duration.String(),
 				"-limit", strconv.FormatInt(*limit, 10), "-window", strconv.FormatInt(*window, 10), "-busy", busy.String(), "-busy-handler", *handler,
 				"-journal", *journal, "-reject-cache="+strconv.FormatBool(*cache), "-rate", strconv.FormatFloat(*rate, 'f', -1, 64))
 			check(json.Unmarshal(out, &pt))
-			ops := m.stats()
-			pt.OpsByKind = map[string]float64{}
-			for k, n := range ops.Ops {
-				if n > 0 && pt.Decisions > 0 {
-					pt.OpsByKind[k] = float64(n) / float64(pt.Decisions)
-				}
+			if pt.FS == nil {
+				check(fmt.Errorf("loadtest reported no file-system counters"))
 			}
-			if pt.Decisions > 0 {
-				pt.OpsPerDecison = float64(ops.ReadClass+ops.WriteClass) / float64(pt.Decisions)
-			}
-			fmt.Printf("latency=%-12s shards=%-2d procs=%-2d clients=%-2d decisions/s=%7.1f store tx/s=%6.1f p50=%-10v p99=%-10v max=%-10v per proc %d..%d  fs ops/decision=%.1f timed out=%d exact=%v\n",
+			pt.perDecision()
+			fmt.Printf("latency=%-12s shards=%-2d procs=%-2d clients=%-2d decisions/s=%7.1f store tx/s=%6.1f p50=%-10v p99=%-10v max=%-10v per proc %d..%d (%.2fx)  fs ops/decision=%.1f timed out=%d exact=%v\n",
 				model, pt.Shards, pt.Procs, pt.Clients, pt.PerSecond, float64(pt.StoreWrites)/duration.Seconds(), pt.P50.Round(time.Microsecond), pt.P99.Round(time.Microsecond), pt.Max.Round(time.Microsecond),
-				pt.MinPerProc, pt.MaxPerProc, pt.OpsPerDecison, pt.TimedOut, pt.Exact)
+				pt.MinPerProc, pt.MaxPerProc, pt.spread(), pt.OpsPerDecison, pt.TimedOut, pt.Exact)
+			fmt.Printf("  fs ops/decision by kind: %s\n", pt.byKind())
+			fmt.Printf("  per decision: %.2f lock waits that tried again, %.2f looks at a held lock, %.2f commits that gave way\n",
+				pt.per(pt.Retries), pt.per(pt.Probes), pt.per(pt.Yields))
 			results = append(results, pt)
 		}
 		m.unmount()
@@ -143,6 +157,12 @@ func main() {
 	}
 	if *pngOut != "" {
 		check(plotThroughput(results, *xAxis, *pngOut))
+	}
+	if failed := verdicts(results, *maxCalls, *maxSpread); len(failed) > 0 {
+		for _, f := range failed {
+			fmt.Fprintln(os.Stderr, "efssweep: FAIL:", f)
+		}
+		os.Exit(1)
 	}
 }
 
@@ -217,10 +237,9 @@ func run(bin string, args ...string) []byte {
 }
 
 type mounted struct {
-	cmd   *exec.Cmd
-	dir   string
-	stats func() fsStats
-	reset func()
+	cmd  *exec.Cmd
+	dir  string
+	base string // of latencyfs's counters: http://ADDR
 }
 
 type fsStats struct {
@@ -240,20 +259,7 @@ func mount(bin, work string, rd, wr time.Duration, buffered bool) *mounted {
 		"-buffer-writes="+strconv.FormatBool(buffered), "-stats-addr", addr)
 	cmd.Stderr = io.Discard
 	check(cmd.Start())
-	m := &mounted{cmd: cmd, dir: mnt}
-	m.stats = func() fsStats {
-		resp, err := http.Get("http://" + addr + "/stats")
-		check(err)
-		defer resp.Body.Close()
-		var s fsStats
-		check(json.NewDecoder(resp.Body).Decode(&s))
-		return s
-	}
-	m.reset = func() {
-		resp, err := http.Post("http://"+addr+"/reset", "", nil)
-		check(err)
-		resp.Body.Close()
-	}
+	m := &mounted{cmd: cmd, dir: mnt, base: "http://" + addr}
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if resp, err := http.Get("http://" + addr + "/stats"); err == nil {
 			resp.Body.Close()
