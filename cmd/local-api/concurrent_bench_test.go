@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/jsonlog"
 	"github.com/ft251/ratelimit/internal/lambdatest"
 	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/stores"
@@ -21,7 +22,7 @@ import (
 // without the network: 32 goroutines, as wrk's 32 connections in the peer
 // comparison of BENCHMARKS.md, send GET /ping over 1,000 client keys to the
 // handler the server builds (its request timeout, the API, the JSON log
-// line, here to io.Discard), on a store in the journal mode of each
+// line by the server's handler, here to io.Discard), on a store in the journal mode of each
 // sub-benchmark. It is the comparison's CPU work less net/http's and
 // wrk's: a quick way to see what a change saves; the comparison itself is
 // tools/peer/run.sh.
@@ -36,7 +37,7 @@ func BenchmarkServerHandler32Clients(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+			log := slog.New(jsonlog.New(io.Discard))
 			store, err := stores.OpenReady(context.Background(), cfg.Store, log)
 			if err != nil {
 				b.Fatal(err)

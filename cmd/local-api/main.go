@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -37,6 +38,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/jsonlog"
 	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/stores"
 	"github.com/ft251/ratelimit/limiter"
@@ -70,9 +72,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "local-api:", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	if err := run(log, cfg); err != nil {
+	out := newLogOut(os.Stdout)
+	log := slog.New(jsonlog.New(out))
+	err = run(log, out, cfg)
+	if err != nil {
 		log.Error("local-api", "error", err.Error())
+	}
+	out.Close()
+	if err != nil {
 		os.Exit(1)
 	}
 }
@@ -89,7 +96,9 @@ func versionLine(bi *debug.BuildInfo) string {
 	return fmt.Sprintf("local-api %s %s", bi.Main.Version, bi.GoVersion)
 }
 
-func run(log *slog.Logger, cfg config) error {
+// run serves cfg until SIGINT or SIGTERM, logging to log, whose lines
+// and the metrics' go to out.
+func run(log *slog.Logger, out io.Writer, cfg config) error {
 	if err := makeDBDir(log, cfg); err != nil {
 		return err
 	}
@@ -106,7 +115,7 @@ func run(log *slog.Logger, cfg config) error {
 	defer store.Close()
 
 	// METRICS=emf prints the lines the functions write among the logs.
-	opts := envconfig.Service(cfg.Config, store, os.Stdout)
+	opts := envconfig.Service(cfg.Config, store, out)
 	opts.Logger = log
 	opts.Routes = []string{service.RoutePing, service.RouteStatus, service.RouteCheck}
 	if cfg.Admin {

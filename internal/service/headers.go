@@ -1,10 +1,8 @@
 package service
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
@@ -21,21 +19,40 @@ import (
 // or for GCRA, when the bucket has drained; with too little left for
 // another request of the same cost, t is when one fits.
 func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
-	policies, limits := make([]string, len(ds)), make([]string, len(ds))
+	// Built by appending, not with fmt (whose %q this is, strconv's
+	// quoting): every decided request writes these.
+	var policies, limits []byte
 	var tightest *limiter.Decision
 	for i := range ds {
 		d := &ds[i]
-		policies[i] = fmt.Sprintf("%q;q=%d;w=%d", d.Policy.Name, d.Policy.Limit, decide.WindowSeconds(d.Policy))
-		limits[i] = fmt.Sprintf("%q;r=%d;t=%d", d.Policy.Name, d.Remaining, int64(d.ResetAfter/time.Second))
+		if i > 0 {
+			policies, limits = append(policies, ", "...), append(limits, ", "...)
+		}
+		policies = strconv.AppendQuote(policies, d.Policy.Name)
+		policies = strconv.AppendInt(append(policies, ";q="...), d.Policy.Limit, 10)
+		policies = strconv.AppendInt(append(policies, ";w="...), decide.WindowSeconds(d.Policy), 10)
+		limits = strconv.AppendQuote(limits, d.Policy.Name)
+		limits = strconv.AppendInt(append(limits, ";r="...), d.Remaining, 10)
+		limits = strconv.AppendInt(append(limits, ";t="...), int64(d.ResetAfter/time.Second), 10)
 		if tightest == nil || tightest.Policy.Shadow && !d.Policy.Shadow ||
 			tightest.Policy.Shadow == d.Policy.Shadow && (d.Remaining < tightest.Remaining ||
 				d.Remaining == tightest.Remaining && d.ResetAfter > tightest.ResetAfter) {
 			tightest = d
 		}
 	}
-	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
-	h.Set("RateLimit", strings.Join(limits, ", "))
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(tightest.Policy.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(tightest.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(tightest.ResetAfter).Unix(), 10))
+	vals := []string{
+		string(policies), string(limits),
+		strconv.FormatInt(tightest.Policy.Limit, 10),
+		strconv.FormatInt(tightest.Remaining, 10),
+		strconv.FormatInt(now.Add(tightest.ResetAfter).Unix(), 10),
+	}
+	for i, name := range rateLimitFields {
+		h[name] = vals[i : i+1 : i+1] // as h.Set, the names being canonical already
+	}
 }
+
+// rateLimitFields are the names setRateLimitHeaders writes, in its order,
+// in the canonical form of http.CanonicalHeaderKey (the "RateLimit" of the
+// draft is sent as "Ratelimit", as h.Set would send it: field names are
+// case-insensitive).
+var rateLimitFields = [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}

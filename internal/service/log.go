@@ -89,7 +89,16 @@ func (e *engine) log(req *request) {
 			level = slog.LevelError
 		}
 	}
-	e.opts.Logger.LogAttrs(req.r.Context(), level, "request", l.attrs()...)
+	// The handler is called as Logger.LogAttrs would call it, without the
+	// caller's program counter: LogAttrs reads the stack for a source
+	// (this line, of no use to anyone) on every request.
+	h, ctx := e.opts.Logger.Handler(), req.r.Context()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	rec := slog.NewRecord(time.Now(), level, "request", 0)
+	rec.AddAttrs(l.attrs()...)
+	_ = h.Handle(ctx, rec) // as LogAttrs, which drops the handler's error
 }
 
 // attrs are l's attributes, in the line's order.

@@ -157,14 +157,24 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 // to encode, so an error is only possible on a broken connection, where
 // nothing can be done about it.
 func writeJSON(w http.ResponseWriter, contentType string, status int, v any) {
-	body, err := json.Marshal(v)
+	var body []byte
+	var err error
+	if a, ok := v.(jsonAppender); ok {
+		if body, ok = a.appendJSON(make([]byte, 0, 256)); !ok {
+			body = nil
+		}
+	}
+	if body == nil {
+		body, err = json.Marshal(v)
+	}
 	if err != nil {
 		contentType, status = "application/problem+json", http.StatusInternalServerError
 		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
 	}
 	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Cache-Control", "no-store")
+	// As h.Set, the names being canonical already.
+	h["Content-Type"] = []string{contentType}
+	h["Cache-Control"] = []string{"no-store"}
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
 }
