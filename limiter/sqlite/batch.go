@@ -29,8 +29,8 @@ import (
 //     each attempt keeping its own outcome and its own audit record,
 //     commits, answers each, and hands the lead to the next waiter. Its
 //     own answer never waits for a later batch.
-//   - After a batch of several, the turn lingers a moment (a transaction's
-//     time, 2 ms at most) for the next requests of the clients it
+//   - After a batch of several, the turn lingers a moment (a 16th of a
+//     transaction, 2 ms at most) for the next requests of the clients it
 //     just answered, so that they form one batch rather than a batch of
 //     one and one of the rest (see linger).
 //   - A request whose context ends while it queues is answered with its
@@ -148,23 +148,14 @@ func dropped(q []*pending, p *pending) []*pending {
 
 // linger ends the turn after a batch of several, once the requests its
 // members' clients send next have had a moment to arrive: while the queue
-// keeps growing, in steps of gatherStep, for at most a transaction's time
-// (hold) and 2 ms. Without it, in a busy process, the first of them to
-// come back would find no transaction in flight and start one alone, the
-// others would queue behind it, and the process's clients would split
-// into a batch of one and a batch of the rest, each in turn. A lone
+// keeps growing, in steps of gatherStep, for at most a 16th of a
+// transaction (hold) and 2 ms. Without it, in a busy process, the first of
+// them to come back would find no transaction in flight and start one
+// alone, the others would queue behind it, and the process's clients would
+// split into a batch of one and a batch of the rest, each in turn. A lone
 // request (after no batch of several) never meets a lingering turn.
-//
-// Up to a transaction's time, not a 16th of one as before: where a
-// transaction is short (WAL on local disk, a few hundred microseconds)
-// and the process is short of CPU, a 16th ended the turn before the
-// answered clients were back, and each transaction's own cost (BEGIN,
-// COMMIT) was shared by fewer decisions: batches of 6, against 9 to 10
-// with the longer linger, and 2 to 13% less CPU a request (BENCHMARKS.md,
-// Against a peer). Where a transaction is long (EFS) the 2 ms bound
-// applies as before.
 func (b *batcher) linger(hold time.Duration) {
-	deadline := time.Now().Add(min(hold, 2*time.Millisecond))
+	deadline := time.Now().Add(min(hold/16, 2*time.Millisecond))
 	for n := b.waiting(); time.Now().Before(deadline); {
 		time.Sleep(gatherStep)
 		m := b.waiting()
