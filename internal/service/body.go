@@ -49,15 +49,17 @@ func readJSON(req *request, v any, bad func(why string) *Problem, example string
 	if err := strictjson.Decode(body, v); err != nil {
 		return bad(jsonProblem(err, example))
 	}
-	if name, ok := nullMember(body); ok {
-		return bad(fmt.Sprintf("%q must not be null", name))
+	if why, ok := nullMember(body); ok {
+		return bad(why)
 	}
 	return nil
 }
 
-// nullMember is the first member of body's object whose value is null, a
-// body that decoded as one.
-func nullMember(body []byte) (string, bool) {
+// nullMember says which member of body's object, a body that decoded as
+// one, is null or is an array holding a null: the first. encoding/json
+// reads a null element of a []string as "", which would be refused later
+// as a name no policy has, not as the null it is.
+func nullMember(body []byte) (why string, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return "", false
@@ -71,11 +73,29 @@ func nullMember(body []byte) (string, bool) {
 		if err := dec.Decode(&value); err != nil {
 			return "", false
 		}
-		if name, _ := tok.(string); string(value) == "null" {
-			return name, true
+		name, _ := tok.(string)
+		if string(value) == "null" {
+			return fmt.Sprintf("%q must not be null", name), true
+		}
+		if holdsNull(value) {
+			return fmt.Sprintf("%q must not hold null", name), true
 		}
 	}
 	return "", false
+}
+
+// holdsNull reports whether value is an array with a null element.
+func holdsNull(value json.RawMessage) bool {
+	var elems []json.RawMessage
+	if len(value) == 0 || value[0] != '[' || json.Unmarshal(value, &elems) != nil {
+		return false
+	}
+	for _, e := range elems {
+		if string(bytes.TrimSpace(e)) == "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonProblem says what is wrong with a body in its terms, not the

@@ -225,7 +225,9 @@ func TestCheckWithGCRA(t *testing.T) {
 // TestCheckReadsTheBodyAsWritten: a number is read as the literal it is,
 // not as the float nearest it (1.0000000000000001 was taken for 1); a null
 // member is refused, naming it, whichever member it is ("policies": null
-// was taken for no policies named, "cost": null refused); a charset but
+// was taken for no policies named, "cost": null refused), and so is a null
+// among the policies ("policies": [null] was taken for a policy named "",
+// "no such policy"); a charset but
 // UTF-8 is a 415 (a UTF-16 body was parsed as UTF-8).
 func TestCheckReadsTheBodyAsWritten(t *testing.T) {
 	f := newFixture(t, service.Options{Rules: checkRules()})
@@ -240,9 +242,11 @@ func TestCheckReadsTheBodyAsWritten(t *testing.T) {
 		`{"key": "k", "cost": 99.99999999999999999}`:  `"cost" must be a whole number of at least 1, not 99.99999999999999999`,
 		`{"key": "k", "cost": 1e-400}`:                `"cost" must be a whole number of at least 1, not 1e-400`,
 		`{"key": "k", "cost": 1e9223372036854775807}`: `"cost" must be a whole number of at least 1, not 1e9223372036854775807`,
-		`{"key": null}`:                  `"key" must not be null`,
-		`{"key": "k", "cost": null}`:     `"cost" must not be null`,
-		`{"key": "k", "policies": null}`: `"policies" must not be null`,
+		`{"key": null}`:                             `"key" must not be null`,
+		`{"key": "k", "cost": null}`:                `"cost" must not be null`,
+		`{"key": "k", "policies": null}`:            `"policies" must not be null`,
+		`{"key": "k", "policies": [null]}`:          `"policies" must not hold null`,
+		`{"key": "k", "policies": ["daily", null]}`: `"policies" must not hold null`,
 	} {
 		p := wantProblem(t, f.post(t, body), 400, service.TypeInvalidRequest, "/check")
 		if d, _ := p["detail"].(string); !strings.Contains(d, why) {
