@@ -134,11 +134,12 @@ func newEngine(opts Options) (*engine, error) {
 	if opts.FailMode == "" {
 		opts.FailMode = limiter.FailClosed
 	}
-	if opts.Store == nil {
-		return nil, errors.New("no store")
-	}
 	e := &engine{opts: opts}
 	errs := []error{limiter.ValidateRules(opts.Rules), opts.FailMode.Validate()}
+	if opts.Store == nil {
+		// Told with the rest: every problem in one error.
+		errs = append([]error{errors.New("no store")}, errs...)
+	}
 	if len(opts.Rules) == 0 {
 		errs = append(errs, errors.New("no rules: nothing would be counted"))
 	}
