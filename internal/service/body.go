@@ -20,23 +20,14 @@ const MaxCheckBody = 64 << 10
 // struct whose json tags are the members it takes, exactly: 415 for
 // another media type than application/json (none given is taken as JSON)
 // or a charset but UTF-8 (the body is read as UTF-8, as RFC 8259 has JSON
-// sent), 413 beyond MaxCheckBody, and bad's 400 for anything else wrong,
-// with example in the message for an empty body. A member that is null is
-// a 400 too, whichever it is: null stands for no value, which no member
-// takes (one that is optional is left out).
+// sent) or a Content-Encoding but identity, 413 beyond MaxCheckBody, and
+// bad's 400 for anything else wrong, with example in the message for an
+// empty body. A member that is null is a 400 too, whichever it is: null
+// stands for no value, which no member takes (one that is optional is
+// left out).
 func readJSON(req *request, v any, bad func(why string) *Problem, example string) error {
-	if ct := req.r.Header.Get("Content-Type"); ct != "" {
-		mt, params, err := mime.ParseMediaType(ct)
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			err = errors.New("not UTF-8")
-		}
-		if err != nil || mt != "application/json" {
-			p := problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
-			if req.r.Method == http.MethodPost {
-				p.header.Set("Accept-Post", "application/json")
-			}
-			return p
-		}
+	if p := unsupportedBody(req.r); p != nil {
+		return p
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, MaxCheckBody))
 	var tooBig *http.MaxBytesError
@@ -53,6 +44,32 @@ func readJSON(req *request, v any, bad func(why string) *Problem, example string
 		return bad(why)
 	}
 	return nil
+}
+
+// unsupportedBody is the 415 for a body of r that is not JSON in UTF-8 as
+// it comes: another media type or charset, or a Content-Encoding but
+// identity, which is not undone here (read as it came, a gzipped body
+// would be "invalid JSON" and a plain one labelled gzip taken). A POST's
+// says what it accepts.
+func unsupportedBody(r *http.Request) *Problem {
+	var p *Problem
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, params, err := mime.ParseMediaType(ct)
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			err = errors.New("not UTF-8")
+		}
+		if err != nil || mt != "application/json" {
+			p = problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
+		}
+	}
+	if enc := r.Header.Get("Content-Encoding"); p == nil && enc != "" && !strings.EqualFold(strings.TrimSpace(enc), "identity") {
+		p = problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, fmt.Sprintf("The body must be sent without a Content-Encoding, not %q.", enc))
+		p.header.Set("Accept-Encoding", "identity")
+	}
+	if p != nil && r.Method == http.MethodPost {
+		p.header.Set("Accept-Post", "application/json")
+	}
+	return p
 }
 
 // nullMember says which member of body's object, a body that decoded as

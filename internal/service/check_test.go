@@ -222,6 +222,29 @@ func TestCheckWithGCRA(t *testing.T) {
 	}
 }
 
+// TestCheckRefusesAnEncodedBody: a body sent with a Content-Encoding the
+// service does not undo (gzip, any but identity) is a 415, as RFC 9110 has
+// it, naming the coding; it used to be read as it came, so a gzipped body
+// was "invalid JSON at byte 1" and a plain one labelled gzip was taken.
+func TestCheckRefusesAnEncodedBody(t *testing.T) {
+	f := newFixture(t, service.Options{Rules: checkRules()})
+	for enc, want := range map[string]int{"gzip": 415, "br": 415, "gzip, identity": 415, "identity": 200, "IDENTITY": 200} {
+		w := f.post(t, `{"key": "k", "policies": ["daily"]}`, "Content-Encoding", enc)
+		if w.Code != want {
+			t.Errorf("Content-Encoding %s: %d, want %d", enc, w.Code, want)
+			continue
+		}
+		if want == 415 {
+			p := wantProblem(t, w, 415, service.TypeInvalidRequest, "/check")
+			if d, _ := p["detail"].(string); !strings.Contains(d, "Content-Encoding") {
+				t.Errorf("Content-Encoding %s: detail %q does not name Content-Encoding", enc, d)
+			}
+			wantHeader(t, w, "Accept-Encoding", "identity")
+			wantHeader(t, w, "Accept-Post", "application/json")
+		}
+	}
+}
+
 // TestCheckReadsTheBodyAsWritten: a number is read as the literal it is,
 // not as the float nearest it (1.0000000000000001 was taken for 1); a null
 // member is refused, naming it, whichever member it is ("policies": null
