@@ -20,23 +20,14 @@ const MaxCheckBody = 64 << 10
 // struct whose json tags are the members it takes, exactly: 415 for
 // another media type than application/json (none given is taken as JSON)
 // or a charset but UTF-8 (the body is read as UTF-8, as RFC 8259 has JSON
-// sent), 413 beyond MaxCheckBody, and bad's 400 for anything else wrong,
-// with example in the message for an empty body. A member that is null is
-// a 400 too, whichever it is: null stands for no value, which no member
-// takes (one that is optional is left out).
+// sent) or a Content-Encoding but identity, 413 beyond MaxCheckBody, and
+// bad's 400 for anything else wrong, with example in the message for an
+// empty body. A member that is null is a 400 too, whichever it is: null
+// stands for no value, which no member takes (one that is optional is
+// left out).
 func readJSON(req *request, v any, bad func(why string) *Problem, example string) error {
-	if ct := req.r.Header.Get("Content-Type"); ct != "" {
-		mt, params, err := mime.ParseMediaType(ct)
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			err = errors.New("not UTF-8")
-		}
-		if err != nil || mt != "application/json" {
-			p := problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
-			if req.r.Method == http.MethodPost {
-				p.header.Set("Accept-Post", "application/json")
-			}
-			return p
-		}
+	if p := unsupportedBody(req.r); p != nil {
+		return p
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, MaxCheckBody))
 	var tooBig *http.MaxBytesError
@@ -49,15 +40,43 @@ func readJSON(req *request, v any, bad func(why string) *Problem, example string
 	if err := strictjson.Decode(body, v); err != nil {
 		return bad(jsonProblem(err, example))
 	}
-	if name, ok := nullMember(body); ok {
-		return bad(fmt.Sprintf("%q must not be null", name))
+	if why, ok := nullMember(body); ok {
+		return bad(why)
 	}
 	return nil
 }
 
-// nullMember is the first member of body's object whose value is null, a
-// body that decoded as one.
-func nullMember(body []byte) (string, bool) {
+// unsupportedBody is the 415 for a body of r that is not JSON in UTF-8 as
+// it comes: another media type or charset, or a Content-Encoding but
+// identity, which is not undone here (read as it came, a gzipped body
+// would be "invalid JSON" and a plain one labelled gzip taken). A POST's
+// says what it accepts.
+func unsupportedBody(r *http.Request) *Problem {
+	var p *Problem
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, params, err := mime.ParseMediaType(ct)
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			err = errors.New("not UTF-8")
+		}
+		if err != nil || mt != "application/json" {
+			p = problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
+		}
+	}
+	if enc := r.Header.Get("Content-Encoding"); p == nil && enc != "" && !strings.EqualFold(strings.TrimSpace(enc), "identity") {
+		p = problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, fmt.Sprintf("The body must be sent without a Content-Encoding, not %q.", enc))
+		p.header.Set("Accept-Encoding", "identity")
+	}
+	if p != nil && r.Method == http.MethodPost {
+		p.header.Set("Accept-Post", "application/json")
+	}
+	return p
+}
+
+// nullMember says which member of body's object, a body that decoded as
+// one, is null or is an array holding a null: the first. encoding/json
+// reads a null element of a []string as "", which would be refused later
+// as a name no policy has, not as the null it is.
+func nullMember(body []byte) (why string, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return "", false
@@ -71,11 +90,29 @@ func nullMember(body []byte) (string, bool) {
 		if err := dec.Decode(&value); err != nil {
 			return "", false
 		}
-		if name, _ := tok.(string); string(value) == "null" {
-			return name, true
+		name, _ := tok.(string)
+		if string(value) == "null" {
+			return fmt.Sprintf("%q must not be null", name), true
+		}
+		if holdsNull(value) {
+			return fmt.Sprintf("%q must not hold null", name), true
 		}
 	}
 	return "", false
+}
+
+// holdsNull reports whether value is an array with a null element.
+func holdsNull(value json.RawMessage) bool {
+	var elems []json.RawMessage
+	if len(value) == 0 || value[0] != '[' || json.Unmarshal(value, &elems) != nil {
+		return false
+	}
+	for _, e := range elems {
+		if string(bytes.TrimSpace(e)) == "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonProblem says what is wrong with a body in its terms, not the

@@ -222,10 +222,35 @@ func TestCheckWithGCRA(t *testing.T) {
 	}
 }
 
+// TestCheckRefusesAnEncodedBody: a body sent with a Content-Encoding the
+// service does not undo (gzip, any but identity) is a 415, as RFC 9110 has
+// it, naming the coding; it used to be read as it came, so a gzipped body
+// was "invalid JSON at byte 1" and a plain one labelled gzip was taken.
+func TestCheckRefusesAnEncodedBody(t *testing.T) {
+	f := newFixture(t, service.Options{Rules: checkRules()})
+	for enc, want := range map[string]int{"gzip": 415, "br": 415, "gzip, identity": 415, "identity": 200, "IDENTITY": 200} {
+		w := f.post(t, `{"key": "k", "policies": ["daily"]}`, "Content-Encoding", enc)
+		if w.Code != want {
+			t.Errorf("Content-Encoding %s: %d, want %d", enc, w.Code, want)
+			continue
+		}
+		if want == 415 {
+			p := wantProblem(t, w, 415, service.TypeInvalidRequest, "/check")
+			if d, _ := p["detail"].(string); !strings.Contains(d, "Content-Encoding") {
+				t.Errorf("Content-Encoding %s: detail %q does not name Content-Encoding", enc, d)
+			}
+			wantHeader(t, w, "Accept-Encoding", "identity")
+			wantHeader(t, w, "Accept-Post", "application/json")
+		}
+	}
+}
+
 // TestCheckReadsTheBodyAsWritten: a number is read as the literal it is,
 // not as the float nearest it (1.0000000000000001 was taken for 1); a null
 // member is refused, naming it, whichever member it is ("policies": null
-// was taken for no policies named, "cost": null refused); a charset but
+// was taken for no policies named, "cost": null refused), and so is a null
+// among the policies ("policies": [null] was taken for a policy named "",
+// "no such policy"); a charset but
 // UTF-8 is a 415 (a UTF-16 body was parsed as UTF-8).
 func TestCheckReadsTheBodyAsWritten(t *testing.T) {
 	f := newFixture(t, service.Options{Rules: checkRules()})
@@ -240,9 +265,11 @@ func TestCheckReadsTheBodyAsWritten(t *testing.T) {
 		`{"key": "k", "cost": 99.99999999999999999}`:  `"cost" must be a whole number of at least 1, not 99.99999999999999999`,
 		`{"key": "k", "cost": 1e-400}`:                `"cost" must be a whole number of at least 1, not 1e-400`,
 		`{"key": "k", "cost": 1e9223372036854775807}`: `"cost" must be a whole number of at least 1, not 1e9223372036854775807`,
-		`{"key": null}`:                  `"key" must not be null`,
-		`{"key": "k", "cost": null}`:     `"cost" must not be null`,
-		`{"key": "k", "policies": null}`: `"policies" must not be null`,
+		`{"key": null}`:                             `"key" must not be null`,
+		`{"key": "k", "cost": null}`:                `"cost" must not be null`,
+		`{"key": "k", "policies": null}`:            `"policies" must not be null`,
+		`{"key": "k", "policies": [null]}`:          `"policies" must not hold null`,
+		`{"key": "k", "policies": ["daily", null]}`: `"policies" must not hold null`,
 	} {
 		p := wantProblem(t, f.post(t, body), 400, service.TypeInvalidRequest, "/check")
 		if d, _ := p["detail"].(string); !strings.Contains(d, why) {

@@ -55,9 +55,31 @@ func compileRoutes(patterns []string) (mux *http.ServeMux, err error) {
 				}
 			}()
 			mux.Handle(p, matched{})
+			err = errors.Join(err, routeHostError(p))
 		}()
 	}
 	return mux, err
+}
+
+// routeHostError is what is wrong with the host of pattern p, one that
+// ServeMux took: a request's host is matched without its port (ServeMux
+// drops it) and as DNS names are, in lower case without a trailing dot
+// (routing makes it so), so a host with a port, a capital or a trailing
+// dot would match no request, and the route count nothing.
+func routeHostError(p string) error {
+	rest := p
+	if i := strings.IndexAny(rest, " \t"); i >= 0 {
+		rest = strings.TrimLeft(rest[i:], " \t")
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	want := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		want = h
+	}
+	if want = canonicalHost(want); want == host {
+		return nil
+	}
+	return fmt.Errorf("route %q: host %q matches no request: write %q (requests' hosts are matched without a port, in lower case, without a trailing dot)", p, host, want)
 }
 
 // matched is the handler of every rule pattern: a request whose handler
@@ -112,11 +134,12 @@ func newEngine(opts Options) (*engine, error) {
 	if opts.FailMode == "" {
 		opts.FailMode = limiter.FailClosed
 	}
-	if opts.Store == nil {
-		return nil, errors.New("no store")
-	}
 	e := &engine{opts: opts}
 	errs := []error{limiter.ValidateRules(opts.Rules), opts.FailMode.Validate()}
+	if opts.Store == nil {
+		// Told with the rest: every problem in one error.
+		errs = append([]error{errors.New("no store")}, errs...)
+	}
 	if len(opts.Rules) == 0 {
 		errs = append(errs, errors.New("no rules: nothing would be counted"))
 	}

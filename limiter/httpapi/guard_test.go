@@ -104,6 +104,19 @@ func TestMiddlewareRefusesWhatWouldMiscount(t *testing.T) {
 	}
 }
 
+// TestMiddlewareRefusesANilStoreWithTheRest: the doc's promise, every
+// problem in one error, holds without a store too: no store, and the bad
+// window and fail mode beside it. A nil store used to be the only problem
+// told, the others found one start later.
+func TestMiddlewareRefusesANilStoreWithTheRest(t *testing.T) {
+	_, err := httpapi.Middleware(httpapi.Options{Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "a", Limit: 1}, Routes: []string{"/a"}}}, FailMode: "bogus"})
+	for _, want := range []string{"no store", `policy "a": window`, `fail mode "bogus"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v, want an error saying %q", err, want)
+		}
+	}
+}
+
 // TestACostThatCouldNeverPassIsRefusedUncounted: a CostFunc's answer
 // beyond the limit (here the request's own X-Size) is a 400, and counts
 // nothing. It used to be counted: a cost of MaxInt64 stored a count the

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/ft251/ratelimit/internal/service"
@@ -20,11 +21,20 @@ import (
 //	...
 //	http.ListenAndServe(":8080", limit(mux))
 func Limit(store limiter.Store, p limiter.Policy, key KeyFunc) (func(http.Handler) http.Handler, error) {
-	return Middleware(Options{
-		Store: store,
-		Rules: []limiter.Rule{{Policy: p, Routes: []string{"/"}}},
-		Keys:  map[string]KeyFunc{p.Name: key},
-	})
+	rule := limiter.Rule{Policy: p, Routes: []string{"/"}}
+	keys := map[string]KeyFunc{p.Name: key}
+	var noKey error
+	if key == nil {
+		// Said in Limit's terms, not as Options.Keys, which its caller
+		// never wrote; the rest is checked with a key source in its place.
+		noKey = errors.New("httpapi: the key function is nil: give BySourceIP, ByHeader(name), ByClaim(name) or your own")
+		rule.KeySource, keys = limiter.KeySource{Kind: limiter.KeyFromSourceIP}, nil
+	}
+	mw, err := Middleware(Options{Store: store, Rules: []limiter.Rule{rule}, Keys: keys})
+	if err := errors.Join(noKey, err); err != nil {
+		return nil, err
+	}
+	return mw, nil
 }
 
 // BySourceIP keys a request by the address it came from: the TCP peer, or

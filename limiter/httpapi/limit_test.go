@@ -67,10 +67,16 @@ func TestLimitRefusesWhatMiddlewareRefuses(t *testing.T) {
 	}{
 		"no store":    {nil, ok, httpapi.BySourceIP, "no store"},
 		"a bad limit": {memory.New(), limiter.Policy{Name: "api", Window: time.Minute}, httpapi.BySourceIP, "limit 0"},
-		"no key":      {memory.New(), ok, nil, `Keys["api"] is nil`},
+		"no key":      {memory.New(), ok, nil, "the key function is nil: give BySourceIP, ByHeader(name), ByClaim(name) or your own"},
 	} {
-		if _, err := httpapi.Limit(tc.store, tc.p, tc.key); err == nil || !strings.Contains(err.Error(), tc.want) {
+		_, err := httpapi.Limit(tc.store, tc.p, tc.key)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
+		}
+		// Limit's caller wrote no Options: its errors name none of their
+		// fields (a nil key was `Keys["api"] is nil`).
+		if err != nil && strings.Contains(err.Error(), "Keys") {
+			t.Errorf("%s: %v names Options.Keys, which a caller of Limit never saw", name, err)
 		}
 	}
 }
