@@ -96,3 +96,32 @@ func TestLogLinesAreBounded(t *testing.T) {
 		t.Errorf("func_error %.100v, want the key function's error, cut at 1 KiB", line["func_error"])
 	}
 }
+
+// TestLogLinesAreBoundedAsWritten: the 1 KiB bound is of a value as the
+// line writes it, JSON escapes included: a path of 3,000 control
+// characters, each written as 6 bytes (\u0001), logs about 1 KiB of
+// path, not 18 KiB (its 3 KiB of bytes cut at 1 KiB used to log a line
+// of 6.3 KB). A path of quotes is cut the same way.
+func TestLogLinesAreBoundedAsWritten(t *testing.T) {
+	f := newFixture(t, service.Options{Routes: []string{service.RoutePing}})
+	for _, c := range []struct{ sent, path string }{
+		{"/" + strings.Repeat("%01", 3000), "/" + strings.Repeat("\x01", 3000)},
+		{"/" + strings.Repeat("%22", 3000), "/" + strings.Repeat(`"`, 3000)},
+	} {
+		f.logs.Reset()
+		f.do(t, "GET", c.sent)
+		if f.logs.Len() > 2<<10 {
+			t.Errorf("a path of %d bytes of %q logged a line of %d bytes, want about 1 KiB of path in it", len(c.path), c.path[1], f.logs.Len())
+		}
+		line := loggedLine(t, f.logs, func() { f.do(t, "GET", c.sent) })
+		got, _ := line["path"].(string)
+		cut, ok := strings.CutSuffix(got, "…")
+		written, _ := json.Marshal(cut)
+		if !ok || !strings.HasPrefix(c.path, cut) || len(written)-2 > 1024 || len(written)-2 <= 1024-6 {
+			t.Errorf("path logged as %d bytes (%d written), want the path's start, about 1 KiB as written, then …", len(got), len(written)-2)
+		}
+		if n := line["path_bytes"]; n != float64(len(c.path)) {
+			t.Errorf("path_bytes = %v, want %d", n, len(c.path))
+		}
+	}
+}
