@@ -96,7 +96,7 @@ func writeAcross(ctx context.Context, op string, shards []*shard, fn func(at fun
 				sh.drop(hs[i])
 			}
 		}
-		if superJournalGone(err) && gone < superJournalRetries {
+		if superJournalGone(err, shards[0].path) && gone < superJournalRetries {
 			gone++
 			releaseAll(shards, hs)
 			continue

@@ -75,9 +75,26 @@ import (
 // journal is finalized before the super-journal is looked at), so the call
 // is tried again, up to superJournalRetries times: each time, at least one
 // more journal has been rolled back.
-func superJournalGone(err error) bool {
+//
+// The same race seen from the other side fails with SQLITE_CANTOPEN: the
+// rollback that deletes the super-journal first checks that each journal
+// it lists exists and then opens it to read the name it ends with; a
+// journal the other rollback deletes in between cannot be opened. That is
+// tried again too, but only while a super-journal lies beside path: other
+// causes of SQLITE_CANTOPEN (a directory missing) fail at once.
+func superJournalGone(err error, path string) bool {
 	var e *modernc.Error
-	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_IOERR_DELETE_NOENT
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_IOERR:
+		return e.Code() == sqlite3.SQLITE_IOERR_DELETE_NOENT
+	case sqlite3.SQLITE_CANTOPEN:
+		found, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*-mj?????????"))
+		return len(found) > 0
+	}
+	return false
 }
 
 // superJournalRetries bounds the tries again after superJournalGone: one

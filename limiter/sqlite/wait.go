@@ -233,7 +233,7 @@ func (sh *shard) do(ctx context.Context, op string, fn func(*handle) error) erro
 				continue
 			}
 		}
-		if superJournalGone(err) && gone < superJournalRetries {
+		if superJournalGone(err, sh.path) && gone < superJournalRetries {
 			gone++
 			if h != nil {
 				sh.release(h)
