@@ -172,3 +172,37 @@ func appendString(b []byte, s string) []byte {
 }
 
 const hex = "0123456789abcdef"
+
+// Cut cuts s, on a rune boundary, to what takes at most n bytes between
+// the quotes of a line, as appendString (and so the JSON handler) writes
+// it, and marks a cut with "…". It reports whether it cut. The bound is
+// of the written form because escapes grow a value: a control character
+// is written as 6 bytes (\u0001), a quote as 2.
+func Cut(s string, n int) (string, bool) {
+	if len(s)*len(`\u0000`) <= n {
+		return s, false // no escape can take it past n
+	}
+	w := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if w += width(r, size); w > n {
+			return s[:i] + "…", true
+		}
+		i += size
+	}
+	return s, false
+}
+
+// width is how many bytes appendString writes for rune r, read as size
+// bytes of a string (FuzzCutMeasuresAsWritten holds it to appendString).
+func width(r rune, size int) int {
+	switch {
+	case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+		return len(`\ufffd`)
+	case r == '"', r == '\\', r == '\n', r == '\r', r == '\t':
+		return 2
+	case r < 0x20:
+		return len(`\u0000`)
+	}
+	return size
+}

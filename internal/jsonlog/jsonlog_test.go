@@ -6,8 +6,10 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // strs are strings that exercise every escape.
@@ -82,6 +84,39 @@ func FuzzLineIsJSONHandlers(f *testing.F) {
 		slog.New(fixed{slog.NewJSONHandler(&want, nil), at}).Info(v, k, v, "x", x)
 		if got.String() != want.String() {
 			t.Errorf("got %s\nwant %s", got.Bytes(), want.Bytes())
+		}
+	})
+}
+
+// FuzzCutMeasuresAsWritten: what Cut keeps of any string takes at most n
+// bytes as appendString writes it, and one rune more would take more; a
+// string within n is kept whole.
+//
+//	go test -run='^$' -fuzz=FuzzCutMeasuresAsWritten -fuzztime=60s ./internal/jsonlog/
+func FuzzCutMeasuresAsWritten(f *testing.F) {
+	for _, s := range strs {
+		f.Add(s, 8)
+	}
+	f.Add(strings.Repeat("\x01", 300), 1024)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		if n < 0 || n > 1<<12 {
+			return
+		}
+		written := func(s string) int { return len(appendString(nil, s)) - 2 }
+		got, cut := Cut(s, n)
+		if !cut {
+			if got != s || written(s) > n {
+				t.Fatalf("Cut(%q, %d) = %q, not cut, but it writes as %d bytes", s, n, got, written(s))
+			}
+			return
+		}
+		kept, ok := strings.CutSuffix(got, "…")
+		if !ok || !strings.HasPrefix(s, kept) || written(kept) > n {
+			t.Fatalf("Cut(%q, %d) = %q: not a prefix within %d bytes as written (%d)", s, n, got, n, written(kept))
+		}
+		_, size := utf8.DecodeRuneInString(s[len(kept):])
+		if written(s[:len(kept)+size]) <= n {
+			t.Fatalf("Cut(%q, %d) = %q: one rune more still fits", s, n, got)
 		}
 	})
 }

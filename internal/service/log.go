@@ -3,9 +3,9 @@ package service
 import (
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/internal/jsonlog"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
@@ -13,7 +13,7 @@ import (
 // maxLogged bounds, in bytes, each value a client chooses that a log line
 // repeats: the method, the path, the key (which limiter.ValidKey bounds
 // tighter already) and each of func_error, which may repeat the request,
-// as the line writes them (escapes included, see cutWritten). A longer one
+// as the line writes them (escapes included, see jsonlog.Cut). A longer one
 // is cut on a rune boundary and marked "…", and, but for
 // func_error, its full length is logged beside it as method_bytes,
 // path_bytes or key_bytes: a request of a 16 KiB path logs a line of a
@@ -131,7 +131,7 @@ func (l line) attrs() []slog.Attr {
 	if len(l.funcErr) > 0 {
 		errs := make([]string, len(l.funcErr))
 		for i, err := range l.funcErr {
-			errs[i], _ = cutWritten(err, maxLogged)
+			errs[i], _ = jsonlog.Cut(err, maxLogged)
 		}
 		attrs = append(attrs, slog.Any("func_error", errs))
 	}
@@ -153,44 +153,12 @@ func (l line) attrs() []slog.Attr {
 // logged appends the attribute name of value s, cut at maxLogged, and
 // then name_bytes, s's full length, if it was cut.
 func logged(attrs []slog.Attr, name, s string) []slog.Attr {
-	v, cut := cutWritten(s, maxLogged)
+	v, cut := jsonlog.Cut(s, maxLogged)
 	attrs = append(attrs, slog.String(name, v))
 	if cut {
 		attrs = append(attrs, slog.Int(name+"_bytes", len(s)))
 	}
 	return attrs
-}
-
-// cutWritten cuts s, on a rune boundary, to what takes at most n bytes as
-// the JSON line writes it, and marks a cut with "…". The bound is of the
-// written form because escapes grow a value: a control character is
-// written as 6 bytes (\u0001), a quote as 2, so that 3 KiB of them cut
-// at 1 KiB of bytes still wrote 6 KiB. The widths are log/slog's JSON
-// handler's (which internal/jsonlog writes byte for byte).
-func cutWritten(s string, n int) (string, bool) {
-	w := 0
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if w += writtenWidth(r, size); w > n {
-			return s[:i] + "…", true
-		}
-		i += size
-	}
-	return s, false
-}
-
-// writtenWidth is how many bytes the JSON line takes for rune r, read as
-// size bytes of a string.
-func writtenWidth(r rune, size int) int {
-	switch {
-	case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
-		return 6 // \ufffd, \u2028, \u2029
-	case r == '"', r == '\\', r == '\n', r == '\r', r == '\t':
-		return 2
-	case r < 0x20:
-		return 6 // \u00XX
-	}
-	return size
 }
 
 // outcomeAttrs are the log attributes of a decided outcome: every policy's
