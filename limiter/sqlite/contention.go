@@ -18,10 +18,9 @@ import (
 // lone process never finds the lock taken, and never looks first.
 //
 // It also learns how long this process's write transactions hold the lock,
-// over all shards alike: they share one file system, and one process
-// commits to each of many shards too seldom to learn each one's. (Learnt
-// per shard, as it was, most shards of a process spread over 16 or 64 had
-// seen no transaction, and their waiters paced their looks at the lock by
+// over all shards alike, since they share one file system. (Learnt per
+// shard, as it was, most shards of a process spread over 16 or 64 had seen
+// no transaction, and their waiters paced their looks at the lock by
 // initialHold, a local disk's millisecond, where EFS holds it for a
 // hundred: they looked hundreds of times a wait.)
 type contention struct {
@@ -34,14 +33,18 @@ type contention struct {
 }
 
 // observeHold folds one transaction's lock hold time into the average.
-func (c *contention) observeHold(d time.Duration) {
+func (c *contention) observeHold(d time.Duration) { fold(&c.hold, int64(d), true) }
+
+// fold moves the moving average in a an eighth of the way to sample. With
+// seed, an average not begun (0) starts at sample.
+func fold(a *atomic.Int64, sample int64, seed bool) {
 	for {
-		old := c.hold.Load()
-		next := int64(d)
-		if old > 0 {
-			next = old + (int64(d)-old)/8
+		old := a.Load()
+		next := old + (sample-old)/8
+		if seed && old == 0 {
+			next = sample
 		}
-		if c.hold.CompareAndSwap(old, next) {
+		if a.CompareAndSwap(old, next) {
 			return
 		}
 	}
@@ -68,12 +71,7 @@ func (c *contention) observe(busy bool) {
 	if busy {
 		sample = busyOne
 	}
-	for {
-		old := c.busy.Load()
-		if c.busy.CompareAndSwap(old, old+(sample-old)/8) {
-			return
-		}
-	}
+	fold(&c.busy, sample, false)
 }
 
 // likely reports whether a transaction should look at the lock first.
