@@ -1,13 +1,11 @@
 package dynamodb_test
 
 import (
-	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/dynamotest"
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -27,37 +25,15 @@ func TestTiersAtOneInstantAcrossHandles(t *testing.T) {
 	f := limiter.Policy{Name: "f", Limit: 5, Window: time.Hour, Namespace: "f", Algorithm: limiter.Sliding, Tiers: map[string]limiter.Tier{"pro": {Limit: 12}}}
 	t0 := time.Date(2026, 1, 1, 0, 30, 0, 0, time.UTC)
 	for _, p := range []limiter.Policy{g, f} {
-		var allowed, allowedDefault atomic.Int64
-		var wg sync.WaitGroup
-		for h := range 3 {
-			lim := &limiter.Limiter{Store: open(t, ep, table), Policies: []limiter.Policy{p}}
-			for c := range 3 {
-				wg.Go(func() {
-					for j := range 10 {
-						tier := []string{"", "pro"}[(h+c+j)%2]
-						o, err := lim.Allow(context.Background(), limiter.Request{Key: "k", Tier: tier, At: t0})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if o.Allowed {
-							allowed.Add(1)
-							if tier == "" {
-								allowedDefault.Add(1)
-							}
-						}
-					}
-				})
-			}
-		}
-		wg.Wait()
+		stores := []limiter.Store{open(t, ep, table), open(t, ep, table), open(t, ep, table)}
+		allowed, allowedDefault := storetest.AlternateTiers(t, stores, p, 3, 10, t0)
 		want, wantDefault := int64(20), int64(4)
 		if p.Algorithm == limiter.Sliding {
 			want, wantDefault = 12, 5
 		}
-		t.Logf("%s: allowed %d, %d on default", p.Name, allowed.Load(), allowedDefault.Load())
-		if allowed.Load() > want || allowedDefault.Load() > wantDefault {
-			t.Errorf("%s: allowed %d (%d default), want at most %d and %d", p.Name, allowed.Load(), allowedDefault.Load(), want, wantDefault)
+		t.Logf("%s: allowed %d, %d on default", p.Name, allowed, allowedDefault)
+		if allowed > want || allowedDefault > wantDefault {
+			t.Errorf("%s: allowed %d (%d default), want at most %d and %d", p.Name, allowed, allowedDefault, want, wantDefault)
 		}
 	}
 }

@@ -3,11 +3,10 @@ package sqlite_test
 import (
 	"context"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
@@ -23,37 +22,18 @@ func TestGCRATiersAtOneInstantAcrossHandles(t *testing.T) {
 	p := limiter.Policy{Name: "g", Limit: 10, Window: 10 * time.Second, Namespace: "g", Algorithm: limiter.GCRA, Burst: 4,
 		Tiers: map[string]limiter.Tier{"pro": {Limit: 100, Burst: 20}}}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var allowed, allowedDefault atomic.Int64
-	var wg sync.WaitGroup
-	for h := range 3 {
+	var stores []limiter.Store
+	for range 3 {
 		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Shards: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		lim := &limiter.Limiter{Store: s, Policies: []limiter.Policy{p}}
-		for g := range 4 {
-			wg.Go(func() {
-				for j := range 15 {
-					tier := []string{"", "pro"}[(h+g+j)%2]
-					o, err := lim.Allow(context.Background(), limiter.Request{Key: "k", Tier: tier, At: t0})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if o.Allowed {
-						allowed.Add(1)
-						if tier == "" {
-							allowedDefault.Add(1)
-						}
-					}
-				}
-			})
-		}
+		stores = append(stores, s)
 	}
-	wg.Wait()
-	t.Logf("allowed %d, %d on default", allowed.Load(), allowedDefault.Load())
-	if allowed.Load() != 20 || allowedDefault.Load() > 4 {
-		t.Errorf("allowed %d (%d default), want 20 and at most 4", allowed.Load(), allowedDefault.Load())
+	allowed, allowedDefault := storetest.AlternateTiers(t, stores, p, 4, 15, t0)
+	t.Logf("allowed %d, %d on default", allowed, allowedDefault)
+	if allowed != 20 || allowedDefault > 4 {
+		t.Errorf("allowed %d (%d default), want 20 and at most 4", allowed, allowedDefault)
 	}
 }
