@@ -144,14 +144,7 @@ func TestPruneRemovesSuperJournalsLeftByKillNine(t *testing.T) {
 	}
 
 	killed := storetest.Killed{Plan: storetest.Kills{Procs: 1, Kills: kills - 1, InFlight: 4}, Reported: r.reported, Total: r.total}
-	stored := storedWindows(t, s, workerPolicy)
-	killed.Check(t, workerPolicy.Limit, stored)
-	all := storedWindows(t, s, everyAttempt)
-	for k, w := range stored {
-		if other := k + "/" + everyAttempt.Name; all[other].Count != w.Count {
-			t.Errorf("%s: counted %d under %s but %d under %s", k, w.Count, workerPolicy.Name, all[other].Count, everyAttempt.Name)
-		}
-	}
+	checkKilled(t, s, killed)
 }
 
 // killMidCommit runs the sharded worker on path and kills it in the middle
@@ -191,6 +184,21 @@ func killMidCommit(t *testing.T, r *reporter, path, dir string, kills, rounds in
 		cmd.Wait()
 	}
 	return kills
+}
+
+// checkKilled checks the sharded workers' counts after their kills, in s:
+// exact for what they reported (killed), and alike under both policies
+// they decide under, which every cross-shard commit writes together.
+func checkKilled(t *testing.T, s *sqlite.Store, killed storetest.Killed) {
+	t.Helper()
+	stored := storedWindows(t, s, workerPolicy)
+	killed.Check(t, workerPolicy.Limit, stored)
+	all := storedWindows(t, s, everyAttempt)
+	for k, w := range stored {
+		if other := k + "/" + everyAttempt.Name; all[other].Count != w.Count {
+			t.Errorf("%s: counted %d under %s but %d under %s", k, w.Count, workerPolicy.Name, all[other].Count, everyAttempt.Name)
+		}
+	}
 }
 
 // namingJournal is a journal that names the super-journal at sj, as SQLite
@@ -297,12 +305,5 @@ func TestPruneDuringCrossShardCommitsRemovesNoLiveSuperJournal(t *testing.T) {
 	}
 	s := sqlitetest.Open(t, cfg)
 	killed := storetest.Killed{Plan: storetest.Kills{Procs: 2, InFlight: 4}, Reported: r.reported, Total: r.total}
-	stored := storedWindows(t, s, workerPolicy)
-	killed.Check(t, workerPolicy.Limit, stored)
-	all := storedWindows(t, s, everyAttempt)
-	for k, w := range stored {
-		if other := k + "/" + everyAttempt.Name; all[other].Count != w.Count {
-			t.Errorf("%s: counted %d under %s but %d under %s", k, w.Count, workerPolicy.Name, all[other].Count, everyAttempt.Name)
-		}
-	}
+	checkKilled(t, s, killed)
 }
