@@ -10,17 +10,23 @@ import (
 	"time"
 )
 
-// Lines written at once by many requests reach the file whole, none lost
-// or interleaved, once the server closes its output: those longer than
-// the buffer too.
-func TestLogOutKeepsEveryLineWhole(t *testing.T) {
+// logOutToFile is a logOut on a new file, and the file's path.
+func logOutToFile(t *testing.T) (string, *logOut) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "log")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := newLogOut(f)
+	t.Cleanup(func() { f.Close() })
+	return path, newLogOut(f)
+}
+
+// Lines written at once by many requests reach the file whole, none lost
+// or interleaved, once the server closes its output: those longer than
+// the buffer too.
+func TestLogOutKeepsEveryLineWhole(t *testing.T) {
+	path, out := logOutToFile(t)
 	const writers, each = 8, 2000
 	var wg sync.WaitGroup
 	for g := range writers {
@@ -68,13 +74,7 @@ func TestLogOutKeepsEveryLineWhole(t *testing.T) {
 // A line reaches the file without Close, by itself: a server killed later
 // has its earlier lines written.
 func TestLogOutFlushesByItself(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "log")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := newLogOut(f)
+	path, out := logOutToFile(t)
 	fmt.Fprintln(out, `{"msg":"request"}`)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if got, _ := os.ReadFile(path); string(got) == "{\"msg\":\"request\"}\n" {

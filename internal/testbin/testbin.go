@@ -12,7 +12,7 @@
 // date as it is, and relinks it when a source file changed. Linking is the
 // expensive part of a build once the build cache is warm (a second or two
 // for the SDK-sized functions on a 2-core machine), and a test run used to
-// link the same local-api nine times.
+// build local-api 28 times.
 package testbin
 
 import (
