@@ -148,12 +148,8 @@ type server struct {
 func (s *server) endpoint(tb testing.TB) string {
 	tb.Helper()
 	s.once.Do(func() { s.moto, s.err = Start() })
-	if s.err != nil || s.moto == nil {
-		msg := "SKIPPED: the DynamoDB half did not run: " + fmt.Sprint(s.err)
-		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
+	if s.err != nil {
+		skipOrFail(tb, s.err)
 	}
 	return s.moto.Endpoint
 }
@@ -253,13 +249,20 @@ func startOrSkip(tb testing.TB) *Moto {
 	tb.Helper()
 	m, err := Start()
 	if err != nil {
-		msg := "SKIPPED: the DynamoDB half did not run: " + err.Error()
-		if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
+		skipOrFail(tb, err)
 	}
 	return m
+}
+
+// skipOrFail ends a test that moto_server could not be started for (err):
+// skipped, loudly, or failed with RATELIMIT_REQUIRE_TOOLS.
+func skipOrFail(tb testing.TB, err error) {
+	tb.Helper()
+	msg := "SKIPPED: the DynamoDB half did not run: " + err.Error()
+	if os.Getenv("RATELIMIT_REQUIRE_TOOLS") != "" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
 }
 
 // Env is the environment a process needs to reach moto: static credentials
