@@ -159,12 +159,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 func writeJSON(w http.ResponseWriter, contentType string, status int, v any) {
 	var body []byte
 	var err error
+	appended := false
 	if a, ok := v.(jsonAppender); ok {
-		if body, ok = a.appendJSON(make([]byte, 0, 256)); !ok {
-			body = nil
-		}
+		body, appended = a.appendJSON(make([]byte, 0, 256))
 	}
-	if body == nil {
+	if !appended {
 		body, err = json.Marshal(v)
 	}
 	if err != nil {
