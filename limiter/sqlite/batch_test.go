@@ -247,3 +247,24 @@ func queryColumn(t *testing.T, db *sql.DB, query string) []string {
 	}
 	return out
 }
+
+// A turn lingers after a batch only where that can gather anything: on
+// EFS, where a transaction holds the lock for tens of milliseconds, for a
+// 16th of it up to 2 ms; in WAL on a local disk, where it holds it for a
+// fraction of a millisecond, not at all, since the linger could not look
+// at the queue even once and would leave the lock idle.
+func TestATurnLingersOnlyWhereItCanGather(t *testing.T) {
+	for _, c := range []struct {
+		hold, want time.Duration
+	}{
+		{300 * time.Microsecond, 0},                     // WAL, local disk
+		{16*sqlite.GatherStep - 1, 0},                   // just short of one look
+		{16 * sqlite.GatherStep, sqlite.GatherStep},     // one look
+		{10 * time.Millisecond, 625 * time.Microsecond}, // DELETE, local disk
+		{90 * time.Millisecond, 2 * time.Millisecond},   // EFS
+	} {
+		if got := sqlite.LingerFor(c.hold); got != c.want {
+			t.Errorf("a transaction of %v: lingers %v, want %v", c.hold, got, c.want)
+		}
+	}
+}

@@ -23,3 +23,7 @@ func Queued(s *Store, i int) int {
 	defer b.mu.Unlock()
 	return len(b.queue)
 }
+
+// LingerFor is how long a turn lingers after a batch of several when a
+// transaction holds the lock for hold; GatherStep is one look at the queue.
+var LingerFor, GatherStep = lingerFor, gatherStep
