@@ -52,7 +52,9 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // count with this attempt's cost; then the policies decide, a GCRA bucket
 // that moved is written back, and an allowed attempt's audit record is
 // inserted in its first check's shard. Several attempts decided one after
-// another in one transaction each see the counts of those before.
+// another in one transaction each see the counts of those before. An
+// attempt whose every check is a window's, of one unit (most), has each
+// check's read and upsert in one statement (countCharges).
 //
 // The statements run with ctx's values but not its cancellation (ctx is
 // checked before each instead): inside the transaction, which holds the
@@ -62,25 +64,12 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // when ctx ends.
 func decideTx(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (decide.Outcome, error) {
 	sctx := context.WithoutCancel(ctx)
-	b, states, err := readCharges(ctx, sctx, at, a)
-	if err != nil {
+	b, states, err := chargesOf(ctx, sctx, at, a)
+	switch {
+	case err != nil:
 		return decide.Outcome{}, err
-	}
-	if err := decide.Impossible(b); err != nil {
-		return decide.Outcome{Refused: err}, nil // nothing written: the batch goes on
-	}
-	for i, c := range b.Charges {
-		if c.Policy.Algorithm == limiter.GCRA {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return decide.Outcome{}, err
-		}
-		start := decide.WindowStart(a.Now, c.Policy.Window)
-		err := at(c.Key).upsert.QueryRowContext(sctx, decide.StoreKey(c.Policy, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(c.Policy), decide.CountCap).Scan(&states[i].Cur)
-		if err != nil {
-			return decide.Outcome{}, ended(ctx, err)
-		}
+	case states == nil:
+		return decide.Outcome{Refused: decide.Impossible(b)}, nil // nothing written: the batch goes on
 	}
 	o := decide.Decide(b, states)
 	for i, d := range o.Decisions {
@@ -105,6 +94,82 @@ func decideTx(ctx context.Context, at func(key string) *statements, a limiter.At
 		decide.FormatWindow(decide.WindowStart(a.Now, first.Policy.Window)),
 		a.Now.UTC().Format(decide.CalledAtLayout), a.Route, a.RequestID, decide.Units(first))
 	return o, ended(ctx, err)
+}
+
+// chargesOf counts a's window checks and reads what each of its checks
+// needs to be decided, and returns a with its checks' policies as their
+// tiers and their keys' overrides make them (decide.Effective), and the
+// states read: in one statement a check where countsInOne allows it, else
+// the read first (readCharges) and, unless the attempt is impossible
+// (decide.Impossible; then the states are nil and nothing is written), an
+// upsert for each window check.
+func chargesOf(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
+	if countsInOne(a) {
+		return countCharges(ctx, sctx, at, a)
+	}
+	b, states, err := readCharges(ctx, sctx, at, a)
+	if err != nil {
+		return a, nil, err
+	}
+	if decide.Impossible(b) != nil {
+		return b, nil, nil
+	}
+	for i, c := range b.Charges {
+		if c.Policy.Algorithm == limiter.GCRA {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return a, nil, err
+		}
+		start := decide.WindowStart(a.Now, c.Policy.Window)
+		err := at(c.Key).upsert.QueryRowContext(sctx, decide.StoreKey(c.Policy, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(c.Policy), decide.CountCap).Scan(&states[i].Cur)
+		if err != nil {
+			return a, nil, ended(ctx, err)
+		}
+	}
+	return b, states, nil
+}
+
+// countsInOne reports whether each of a's checks can be counted and read
+// in one statement (countSQL): a window's, of one unit. No override or
+// tier sets a limit or a burst below one, so such an attempt is never
+// impossible, and nothing needs to be read before it is counted.
+func countsInOne(a limiter.Attempt) bool {
+	for _, c := range a.Charges {
+		if c.Policy.Algorithm == limiter.GCRA || decide.Units(c) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// countCharges counts each of a's checks (countsInOne) and reads its
+// previous window's count and its key's override, in one statement each.
+func countCharges(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
+	charges := make([]limiter.Charge, len(a.Charges))
+	states := make([]decide.State, len(a.Charges))
+	for i, c := range a.Charges {
+		if err := ctx.Err(); err != nil {
+			return a, nil, err
+		}
+		p := c.Policy
+		start := decide.WindowStart(a.Now, p.Window)
+		var prevStart any // NULL: no row
+		if p.Algorithm == limiter.Sliding {
+			prevStart = decide.FormatWindow(start.Add(-p.Window))
+		}
+		var prev, limit, burst sql.NullInt64
+		err := at(c.Key).count.QueryRowContext(sctx, decide.StoreKey(p, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(p), decide.CountCap, prevStart).
+			Scan(&states[i].Cur, &prev, &limit, &burst)
+		if err != nil {
+			return a, nil, ended(ctx, err)
+		}
+		states[i].Prev = prev.Int64
+		c.Policy = decide.Effective(c, overrideOf(limit, burst))
+		charges[i] = c
+	}
+	a.Charges = charges
+	return a, states, nil
 }
 
 // readCharges reads, on sctx, what each of a's charges needs to be decided

@@ -23,6 +23,19 @@ const (
 VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (key, window_start) DO UPDATE SET count = min(count + excluded.count, ?5)
 RETURNING count`
+	// countSQL is upsertSQL that also returns what readWindow would have
+	// read before it: the count of the window starting at ?6 (the previous
+	// one; NULL for a fixed window) and the key's override. The upsert
+	// writes neither row, so reading them after it reads what was there
+	// before; one statement instead of two, for an attempt that no
+	// override can make impossible (see decideTx).
+	countSQL = `INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)
+VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (key, window_start) DO UPDATE SET count = min(count + excluded.count, ?5)
+RETURNING count,
+  (SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?6),
+  (SELECT "limit" FROM overrides WHERE key = ?1),
+  (SELECT burst FROM overrides WHERE key = ?1)`
 	auditSQL = `INSERT INTO api_calls (key, window_start, called_at, route, request_id, cost)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
 	// windowSQL reads what a window policy's decision needs of one store
@@ -49,7 +62,7 @@ ON CONFLICT (key) DO UPDATE SET tat = excluded.tat, emission = excluded.emission
 
 // statements are a handle's prepared statements.
 type statements struct {
-	upsert, audit, window, state, tat *sql.Stmt
+	upsert, count, audit, window, state, tat *sql.Stmt
 }
 
 // preparer is a *sql.DB or a *sql.Tx.
@@ -71,6 +84,7 @@ func (st *statements) prepare(ctx context.Context, db preparer, schema string) e
 		sql  string
 	}{
 		{&st.upsert, upsertSQL},
+		{&st.count, countSQL},
 		{&st.audit, auditSQL},
 		{&st.window, windowSQL},
 		{&st.state, stateSQL},
@@ -87,7 +101,7 @@ func (st *statements) prepare(ctx context.Context, db preparer, schema string) e
 // in is st bound to tx.
 func (st *statements) in(ctx context.Context, tx *sql.Tx) *statements {
 	return &statements{
-		upsert: tx.StmtContext(ctx, st.upsert), audit: tx.StmtContext(ctx, st.audit),
+		upsert: tx.StmtContext(ctx, st.upsert), count: tx.StmtContext(ctx, st.count), audit: tx.StmtContext(ctx, st.audit),
 		window: tx.StmtContext(ctx, st.window), state: tx.StmtContext(ctx, st.state),
 		tat: tx.StmtContext(ctx, st.tat),
 	}
