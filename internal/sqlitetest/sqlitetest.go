@@ -21,6 +21,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/sqlitetune"
+	"github.com/ft251/ratelimit/internal/stores"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -48,6 +49,16 @@ func OpenTuned(tb testing.TB, cfg sqlite.Config, tune sqlitetune.Options) *sqlit
 		tb.Fatalf("open %s: %v", cfg.Path, err)
 	}
 	return s
+}
+
+// OpenShards has s open every one of its shards (stores.OpenShards), or
+// fails the test: Ready opens shard 0 alone, and a test that reads every
+// file beside the store needs them all there.
+func OpenShards(tb testing.TB, s *sqlite.Store) {
+	tb.Helper()
+	if err := stores.OpenShards(context.Background(), s); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // Broken is a store whose directory does not exist, as an EFS mount that

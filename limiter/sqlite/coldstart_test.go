@@ -145,12 +145,15 @@ func TestOpeningAMigratedFileWritesNothing(t *testing.T) {
 		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "rl.db")
 			cfg := shardedConfig(path, shards)
-			sqlitetest.Open(t, cfg).Close()
+			first := sqlitetest.Open(t, cfg)
+			sqlitetest.OpenShards(t, first)
+			first.Close()
 			before := make([]uint32, shards)
 			for i := range shards {
 				before[i] = sqlitetest.ChangeCounter(t, sqlite.ShardPath(path, i))
 			}
 			s := sqlitetest.Open(t, cfg)
+			sqlitetest.OpenShards(t, s)
 			s.Close() // before reading the files, which would drop its locks
 			for i := range shards {
 				if after := sqlitetest.ChangeCounter(t, sqlite.ShardPath(path, i)); after != before[i] {
@@ -166,15 +169,27 @@ func TestOpeningAMigratedFileWritesNothing(t *testing.T) {
 // the others starting beside it wait for one commit, not two (each a
 // journal written, synced and deleted: tens of milliseconds on EFS). The
 // file's change counter, which each committed write transaction
-// increments, reads 1.
+// increments, reads 1. A cold start creates shard 0 alone; every other
+// shard is created, in one commit too, by the first call that needs it.
 func TestAColdStartOnANewFileCommitsOnce(t *testing.T) {
 	for _, shards := range []int{1, 4} {
 		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "rl.db")
-			sqlitetest.Open(t, shardedConfig(path, shards)).Close()
+			s := sqlitetest.Open(t, shardedConfig(path, shards))
+			s.Close() // before reading the files, which would drop its locks
+			if n := sqlitetest.ChangeCounter(t, path); n != 1 {
+				t.Errorf("shard 0: change counter %d after one cold start on a new file, want 1 commit", n)
+			}
+			for i := 1; i < shards; i++ {
+				if _, err := os.Stat(sqlite.ShardPath(path, i)); !os.IsNotExist(err) {
+					t.Errorf("shard %d exists after a cold start (%v): it opens when a call first needs it", i, err)
+				}
+			}
+			sqlitetest.OpenShards(t, s) // a read in each: creates the files, writes nothing more
+			s.Close()
 			for i := range shards {
 				if n := sqlitetest.ChangeCounter(t, sqlite.ShardPath(path, i)); n != 1 {
-					t.Errorf("shard %d: change counter %d after one cold start on a new file, want 1 commit", i, n)
+					t.Errorf("shard %d: change counter %d once created, want 1 commit", i, n)
 				}
 			}
 		})

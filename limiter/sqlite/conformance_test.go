@@ -58,6 +58,7 @@ func harness(shards int) storetest.Harness {
 	return storetest.Harness{
 		New: func(t *testing.T) storetest.Instance {
 			s := sqlitetest.Open(t, shardedConfig("", shards))
+			sqlitetest.OpenShards(t, s) // Stored reads every file
 			dbs := make([]*sql.DB, shards)
 			for i, p := range s.Paths() {
 				dbs[i] = sqlitetest.Inspect(t, p)

@@ -43,6 +43,7 @@ import (
 	"github.com/ft251/ratelimit/internal/rejectcache"
 	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/sqlitetune"
+	"github.com/ft251/ratelimit/internal/stores"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
@@ -220,9 +221,13 @@ func worker(o options) error {
 		return err
 	}
 	defer store.Close()
-	// Open every shard before the load, as a function's init does
-	// (stores.OpenReady), so that no cold open lands inside a measurement.
+	// Open every shard before the load (a function's init opens shard 0
+	// alone, and the others open when a request first needs them), so
+	// that no cold open lands inside a measurement.
 	if err := store.Ready(ctx); err != nil {
+		return err
+	}
+	if err := stores.OpenShards(ctx, store); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -487,10 +492,13 @@ func prepare(o options) error {
 			os.Remove(p)
 		}
 	}
-	// sqlite.Open alone opens nothing: Ready does.
+	// sqlite.Open alone opens nothing: Ready opens shard 0, and
+	// OpenShards the others, so that the workers find every file made.
 	s, err := sqlite.Open(o.tuned(context.Background()), o.storeConfig())
 	if err == nil {
-		err = s.Ready(context.Background())
+		if err = s.Ready(context.Background()); err == nil {
+			err = stores.OpenShards(context.Background(), s)
+		}
 		s.Close()
 	}
 	if err != nil {
