@@ -48,11 +48,12 @@ func main() {
 	migrated := flag.Bool("migrated", false, "create and migrate each file first, in a process of its own, so that the processes measured find it ready: the floor of a new file's cold starts")
 	verbose = flag.Bool("v", false, "print each process's ready and decided times and lock waits")
 	child := flag.String("child", "", "internal: open the store at this path, decide once, and report")
+	every := flag.Bool("every-shard", false, "internal: the child also opens every shard after its decision (the -migrated run's first process, so that every file exists)")
 	flag.Parse()
 	cfg := sqlite.Config{Shards: *shards, JournalMode: *journal, BusyTimeout: *busy}
 	if *child != "" {
 		cfg.Path = *child
-		if err := decideOnce(cfg); err != nil {
+		if err := decideOnce(cfg, *every); err != nil {
 			fmt.Fprintln(os.Stderr, "coldstart:", err)
 			os.Exit(1)
 		}
@@ -69,7 +70,7 @@ func main() {
 			path := filepath.Join(*dir, fmt.Sprintf("coldstart-%d-%d-%d.db", os.Getpid(), n, r))
 			flags := []string{"-shards", strconv.Itoa(*shards), "-journal", *journal, "-busy", busy.String()}
 			if *migrated {
-				if _, fails, err := start(1, path, flags...); err != nil || fails > 0 {
+				if _, fails, err := start(1, path, append(flags, "-every-shard")...); err != nil || fails > 0 {
 					fatal(fmt.Errorf("could not migrate %s first: %v", path, err))
 				}
 			}
@@ -151,7 +152,10 @@ func start(n int, path string, flags ...string) ([]time.Duration, int, error) {
 
 // decideOnce is a child: open the store as a function's init does, decide
 // one attempt, and print when the decision came back, in Unix nanoseconds.
-func decideOnce(cfg sqlite.Config) error {
+// With every, it then opens every shard (a read of a key of each), so that
+// the processes measured after it find every file made and migrated: a
+// cold start opens shard 0 and its key's shard only.
+func decideOnce(cfg sqlite.Config, every bool) error {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, cfg)
 	if err != nil {
@@ -170,6 +174,17 @@ func decideOnce(cfg sqlite.Config) error {
 	}
 	st := s.Stats()
 	fmt.Println(time.Now().UnixNano(), ready.UnixNano(), st.BusyRetries, st.Probes)
+	if every {
+		for i, seen := 0, map[int]bool{}; len(seen) < max(cfg.Shards, 1); i++ {
+			k := fmt.Sprint("open-", i)
+			if n := sqlite.ShardOf(k, max(cfg.Shards, 1)); !seen[n] {
+				seen[n] = true
+				if _, err := s.Usage(ctx, p, k, time.Now()); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	return nil
 }
 
