@@ -3,8 +3,10 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/ft251/ratelimit/internal/sqlitetune"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/memory"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -446,4 +449,36 @@ func TestOpenRefusesAJournalModeOfNoKind(t *testing.T) {
 		t.Fatalf("truncate in lower case: %v", err)
 	}
 	s.Close()
+}
+
+// TestChargesOnOneCounterReadItBeforeCountingIt: an attempt's charges are
+// all read before any is counted, as the memory and DynamoDB stores do,
+// so that one charge's count does not leak into another's previous
+// window. Two policies that share a store key (no namespace, which
+// limiter.Policies refuses but Store.Allow takes) with windows of 2m and
+// 1m: at 00:03:00 the fixed 2m window's counter is the sliding 1m
+// window's previous one. Counting the fixed one first, then reading the
+// sliding one's previous window after it (countSQL), weighed this
+// attempt's own count and denied it, where before (readCharges, then the
+// upserts) and the memory store allow it.
+func TestChargesOnOneCounterReadItBeforeCountingIt(t *testing.T) {
+	t.Parallel()
+	long := limiter.Policy{Name: "long", Limit: 100, Window: 2 * time.Minute}
+	slide := limiter.Policy{Name: "slide", Limit: 3, Window: time.Minute, Algorithm: limiter.Sliding}
+	s := sqlitetest.Open(t, sqlite.Config{})
+	m := memory.New()
+	for _, at := range []time.Duration{130 * time.Second, 180 * time.Second, 181 * time.Second} {
+		a := limiter.Attempt{Charges: []limiter.Charge{{Policy: long, Key: "k"}, {Policy: slide, Key: "k"}}, Now: t0.Add(at), Route: "GET /ping", RequestID: fmt.Sprint(at)}
+		want, err := m.Allow(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Allow(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("at %v: the SQLite store decided %+v; the memory store %+v", at, got, want)
+		}
+	}
 }
