@@ -133,11 +133,19 @@ func chargesOf(ctx, sctx context.Context, at func(key string) *statements, a lim
 // countsInOne reports whether each of a's checks can be counted and read
 // in one statement (countSQL): a window's, of one unit. No override or
 // tier sets a limit or a burst below one, so such an attempt is never
-// impossible, and nothing needs to be read before it is counted.
+// impossible, and nothing needs to be read before it is counted. Not
+// where two checks count on one store key with windows of two lengths:
+// the one counted first may have counted in the window the other reads as
+// its previous one, which must be read as it was before the attempt.
 func countsInOne(a limiter.Attempt) bool {
-	for _, c := range a.Charges {
+	for i, c := range a.Charges {
 		if c.Policy.Algorithm == limiter.GCRA || decide.Units(c) != 1 {
 			return false
+		}
+		for _, d := range a.Charges[:i] {
+			if d.Policy.Window != c.Policy.Window && decide.StoreKey(d.Policy, d.Key) == decide.StoreKey(c.Policy, c.Key) {
+				return false
+			}
 		}
 	}
 	return true
