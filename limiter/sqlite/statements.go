@@ -27,8 +27,9 @@ RETURNING count`
 	// read before it: the count of the window starting at ?6 (the previous
 	// one; NULL for a fixed window) and the key's override. The upsert
 	// writes neither row, so reading them after it reads what was there
-	// before; one statement instead of two, for an attempt that no
-	// override can make impossible (see decideTx).
+	// before the statement, and before the attempt where no other check
+	// of it counts on that key (countsInOne): one statement instead of
+	// two, for an attempt that no override can make impossible.
 	countSQL = `INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)
 VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (key, window_start) DO UPDATE SET count = min(count + excluded.count, ?5)
