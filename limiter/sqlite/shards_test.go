@@ -296,3 +296,43 @@ func TestShardsSpreadKeysEvenly(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneGoesOnPastAShardItCannotOpen: a shard whose file another shard's
+// copy has replaced (or that is corrupt) is met at its first use, not at
+// Ready, so a process with it starts and serves the other shards; its
+// prune, which reports that shard's fault, still deletes the other
+// shards' expired counters, rather than stop at the first shard it cannot
+// open, run after run.
+func TestPruneGoesOnPastAShardItCannotOpen(t *testing.T) {
+	t.Parallel()
+	path := sqlitetest.Path(t)
+	w := sqlitetest.Open(t, shardedConfig(path, 4))
+	for i := range 4 {
+		allow(t, w, ping, keyIn(t, i, 4), t0)
+	}
+	w.Close()
+	copied, err := os.ReadFile(sqlite.ShardPath(path, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sqlite.ShardPath(path, 1), copied, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := sqlitetest.Open(t, shardedConfig(path, 4)) // Ready: shard 0 alone
+	if d := allow(t, s, ping, keyIn(t, 2, 4), t0.Add(time.Hour)); d.Count != 1 {
+		t.Fatalf("shard 2 serves: count %d, want 1", d.Count)
+	}
+	p, err := s.Prune(context.Background(), t0.Add(time.Hour), time.Time{})
+	if fault.Of(err) != fault.Schema || !strings.Contains(err.Error(), "shard-1") {
+		t.Errorf("prune = %+v, %v; want shard 1's schema fault", p, err)
+	}
+	for _, i := range []int{0, 2, 3} {
+		db := sqlitetest.Inspect(t, sqlite.ShardPath(path, i))
+		if n := sqlitetest.QueryInt(t, db, `SELECT count(*) FROM rate_limit_windows WHERE window_start < ?`, decide.FormatWindow(t0.Add(time.Minute))); n != 0 {
+			t.Errorf("shard %d: %d expired counters left after prune (%+v)", i, n, p)
+		}
+	}
+	if p.Windows != 3 {
+		t.Errorf("prune deleted %d counters, want the 3 expired ones of shards 0, 2 and 3", p.Windows)
+	}
+}
