@@ -39,7 +39,8 @@ AND unixepoch(window_start) + 2 * window_seconds < ?3`
 // Prune deletes expired counters, drained GCRA buckets and old audit rows
 // in every shard, one after another, in batches of PruneBatch rows, one
 // write transaction per batch, pausing between batches (see yield) so that
-// decisions are not held up by more than about one. Then it deletes the
+// decisions are not held up by more than about one; a shard that fails is
+// reported, and the others pruned all the same. Then it deletes the
 // super-journals that processes killed in the middle of cross-shard
 // commits left behind and no journal names (see superjournal.go).
 //
@@ -55,16 +56,23 @@ func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.
 	if err := s.first(ctx); err != nil {
 		return out, err
 	}
+	// A shard that fails (one met only now, at its first use, may hold
+	// another layout's file) does not keep the others from being pruned:
+	// its error is reported with theirs, once every shard has been tried.
+	var errs []error
 	for _, sh := range s.shards {
 		p, err := sh.prune(ctx, now, auditBefore)
 		out.Windows, out.Buckets, out.Audit = out.Windows+p.Windows, out.Buckets+p.Buckets, out.Audit+p.Audit
 		if err != nil {
-			return out, err
+			if ctx.Err() != nil {
+				return out, err
+			}
+			errs = append(errs, err)
 		}
 	}
 	var err error
 	out.SuperJournals, err = s.removeSuperJournals(ctx)
-	return out, err
+	return out, errors.Join(append(errs, err)...)
 }
 
 // prune is Prune on one shard.
