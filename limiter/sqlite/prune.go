@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/backoff"
@@ -61,6 +63,9 @@ func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.
 	// its error is reported with theirs, once every shard has been tried.
 	var errs []error
 	for _, sh := range s.shards {
+		if unmade(sh.path) {
+			continue
+		}
 		p, err := sh.prune(ctx, now, auditBefore)
 		out.Windows, out.Buckets, out.Audit = out.Windows+p.Windows, out.Buckets+p.Buckets, out.Audit+p.Audit
 		if err != nil {
@@ -73,6 +78,16 @@ func (s *Store) Prune(ctx context.Context, now, auditBefore time.Time) (limiter.
 	var err error
 	out.SuperJournals, err = s.removeSuperJournals(ctx)
 	return out, errors.Join(append(errs, err)...)
+}
+
+// unmade reports whether no file is at path: a shard that no call has
+// needed yet, in this process or another, holds nothing to prune, and
+// Prune leaves it to the first call that needs it rather than create and
+// migrate it (with 64 shards on the EFS model, making every file took 9 s).
+// One stat; any answer but "does not exist" means the shard is pruned.
+func unmade(path string) bool {
+	_, err := os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // prune is Prune on one shard.
