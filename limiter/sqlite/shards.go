@@ -164,6 +164,13 @@ func (sh *shard) compareLayout(ctx context.Context, q querier) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read layout: %w", err)
 	}
+	if count == sh.count && index != sh.index {
+		// The right count, the wrong path: a file copied or renamed from
+		// another shard's, whose keys hash elsewhere.
+		return true, fmt.Errorf("%s holds shard %d of %d, which belongs at %s: a file copied or renamed from another shard's path; "+
+			"put each file back at its own path, or move the files away: %w",
+			filepath.Base(sh.path), index, count, filepath.Base(ShardPath(layoutBase(sh.path, sh.index), index)), errSchema)
+	}
 	if index != sh.index || count != sh.count {
 		return true, fmt.Errorf("this file is shard %d of %d (%s), but this process is configured for shard %d of %d (SQLITE_SHARDS=%d, %s): "+
 			"start it with SQLITE_SHARDS=%d, or move the files away: %w",
@@ -191,13 +198,18 @@ func (sh *shard) unrecorded(ctx context.Context, q querier) error {
 	return nil
 }
 
+// layoutBase is DB_PATH, given the path of shard index.
+func layoutBase(path string, index int) string {
+	if index > 0 {
+		return path[:len(path)-len(ShardPath("", index))]
+	}
+	return path
+}
+
 // layoutFiles names the files of a layout of count shards, given the path
 // of shard index.
 func layoutFiles(path string, index, count int) string {
-	base := path
-	if index > 0 {
-		base = path[:len(path)-len(ShardPath("", index))]
-	}
+	base := layoutBase(path, index)
 	switch count {
 	case 1:
 		return filepath.Base(base) + " alone"

@@ -358,3 +358,24 @@ func TestPruneMakesNoShardFileNoCallMade(t *testing.T) {
 		}
 	}
 }
+
+// TestAShardFileAtAnotherShardsPathIsNamedSo: a shard's file copied or
+// renamed to another shard's path, under the same count, is refused with
+// what is wrong, the file at the wrong path, and not with advice to change
+// SQLITE_SHARDS to the count the process already runs with.
+func TestAShardFileAtAnotherShardsPathIsNamedSo(t *testing.T) {
+	t.Parallel()
+	path := sqlitetest.Path(t)
+	s := sqlitetest.Open(t, shardedConfig(path, 4))
+	sqlitetest.OpenShards(t, s)
+	s.Close()
+	if err := os.Rename(sqlite.ShardPath(path, 3), sqlite.ShardPath(path, 1)); err != nil {
+		t.Fatal(err)
+	}
+	s = sqlitetest.Open(t, shardedConfig(path, 4))
+	_, err := s.Allow(context.Background(), storetest.One(ping, keyIn(t, 1, 4), t0, "", ""))
+	if fault.Of(err) != fault.Schema || strings.Contains(fmt.Sprint(err), "start it with SQLITE_SHARDS") ||
+		!strings.Contains(fmt.Sprint(err), "ratelimit.db.shard-1 holds shard 3 of 4") {
+		t.Errorf("shard 3's file at shard 1's path: %v; want a schema fault saying the file is at another shard's path", err)
+	}
+}
