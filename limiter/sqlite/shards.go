@@ -102,11 +102,7 @@ func (s *Store) first(ctx context.Context) error {
 	if len(s.shards) == 1 || s.layoutSeen.Load() {
 		return nil
 	}
-	if err := s.shards[0].ready(ctx); err != nil {
-		return err
-	}
-	s.layoutSeen.Store(true)
-	return nil
+	return s.Ready(ctx)
 }
 
 // route is the shard that keeps key's counters, once the layout has been
