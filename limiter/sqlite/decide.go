@@ -54,7 +54,9 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // inserted in its first check's shard. Several attempts decided one after
 // another in one transaction each see the counts of those before. An
 // attempt whose every check is a window's, of one unit (most), has each
-// check's read and upsert in one statement (countCharges).
+// check's read and upsert in one statement (countCharges); any other is
+// read first (readCharges), refused with nothing written if impossible,
+// then counted (upsertCharges).
 //
 // The statements run with ctx's values but not its cancellation (ctx is
 // checked before each instead): inside the transaction, which holds the
@@ -64,12 +66,19 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // when ctx ends.
 func decideTx(ctx context.Context, at func(key string) *statements, a limiter.Attempt) (decide.Outcome, error) {
 	sctx := context.WithoutCancel(ctx)
-	b, states, err := chargesOf(ctx, sctx, at, a)
-	switch {
-	case err != nil:
+	var b limiter.Attempt
+	var states []decide.State
+	var err error
+	if countsInOne(a) {
+		b, states, err = countCharges(ctx, sctx, at, a)
+	} else if b, states, err = readCharges(ctx, sctx, at, a); err == nil {
+		if refused := decide.Impossible(b); refused != nil {
+			return decide.Outcome{Refused: refused}, nil // nothing written: the batch goes on
+		}
+		err = upsertCharges(ctx, sctx, at, b, states)
+	}
+	if err != nil {
 		return decide.Outcome{}, err
-	case states == nil:
-		return decide.Outcome{Refused: decide.Impossible(b)}, nil // nothing written: the batch goes on
 	}
 	o := decide.Decide(b, states)
 	for i, d := range o.Decisions {
@@ -96,38 +105,23 @@ func decideTx(ctx context.Context, at func(key string) *statements, a limiter.At
 	return o, ended(ctx, err)
 }
 
-// chargesOf counts a's window checks and reads what each of its checks
-// needs to be decided, and returns a with its checks' policies as their
-// tiers and their keys' overrides make them (decide.Effective), and the
-// states read: in one statement a check where countsInOne allows it, else
-// the read first (readCharges) and, unless the attempt is impossible
-// (decide.Impossible; then the states are nil and nothing is written), an
-// upsert for each window check.
-func chargesOf(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
-	if countsInOne(a) {
-		return countCharges(ctx, sctx, at, a)
-	}
-	b, states, err := readCharges(ctx, sctx, at, a)
-	if err != nil {
-		return a, nil, err
-	}
-	if decide.Impossible(b) != nil {
-		return b, nil, nil
-	}
+// upsertCharges counts each window check of b, as readCharges returned
+// it, with one upsert that leaves its count with this attempt's in states.
+func upsertCharges(ctx, sctx context.Context, at func(key string) *statements, b limiter.Attempt, states []decide.State) error {
 	for i, c := range b.Charges {
 		if c.Policy.Algorithm == limiter.GCRA {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return a, nil, err
+			return err
 		}
-		start := decide.WindowStart(a.Now, c.Policy.Window)
+		start := decide.WindowStart(b.Now, c.Policy.Window)
 		err := at(c.Key).upsert.QueryRowContext(sctx, decide.StoreKey(c.Policy, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(c.Policy), decide.CountCap).Scan(&states[i].Cur)
 		if err != nil {
-			return a, nil, ended(ctx, err)
+			return ended(ctx, err)
 		}
 	}
-	return b, states, nil
+	return nil
 }
 
 // countsInOne reports whether each of a's checks can be counted and read
@@ -162,12 +156,8 @@ func countCharges(ctx, sctx context.Context, at func(key string) *statements, a 
 		}
 		p := c.Policy
 		start := decide.WindowStart(a.Now, p.Window)
-		var prevStart any // NULL: no row
-		if p.Algorithm == limiter.Sliding {
-			prevStart = decide.FormatWindow(start.Add(-p.Window))
-		}
 		var prev, limit, burst sql.NullInt64
-		err := at(c.Key).count.QueryRowContext(sctx, decide.StoreKey(p, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(p), decide.CountCap, prevStart).
+		err := at(c.Key).count.QueryRowContext(sctx, decide.StoreKey(p, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(p), decide.CountCap, previousStart(p, start)).
 			Scan(&states[i].Cur, &prev, &limit, &burst)
 		if err != nil {
 			return a, nil, ended(ctx, err)
@@ -236,17 +226,23 @@ func overrideOf(limit, burst sql.NullInt64) *limiter.Override {
 // before its count: its override and, if p slides, its count in the window
 // before start.
 func readWindow(ctx context.Context, st *statements, p limiter.Policy, key string, start time.Time) (readOf, error) {
-	var prevStart any // NULL: no row
-	if p.Algorithm == limiter.Sliding {
-		prevStart = decide.FormatWindow(start.Add(-p.Window))
-	}
 	var prev, limit, burst sql.NullInt64
-	if err := st.window.QueryRowContext(ctx, key, prevStart).Scan(&prev, &limit, &burst); err != nil {
+	if err := st.window.QueryRowContext(ctx, key, previousStart(p, start)).Scan(&prev, &limit, &burst); err != nil {
 		return readOf{}, err
 	}
 	r := readOf{State: decide.State{Prev: prev.Int64}}
 	r.override = overrideOf(limit, burst)
 	return r, nil
+}
+
+// previousStart is the start of the window before start that a decision
+// under p weighs, formatted as the counters store it: for a sliding window,
+// and none (NULL, which matches no row) for a fixed one.
+func previousStart(p limiter.Policy, start time.Time) any {
+	if p.Algorithm != limiter.Sliding {
+		return nil
+	}
+	return decide.FormatWindow(start.Add(-p.Window))
 }
 
 // readState reads key's override, its count in the window before start

@@ -30,10 +30,7 @@ RETURNING count`
 	// before the statement, and before the attempt where no other check
 	// of it counts on that key (countsInOne): one statement instead of
 	// two, for an attempt that no override can make impossible.
-	countSQL = `INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)
-VALUES (?1, ?2, ?3, ?4)
-ON CONFLICT (key, window_start) DO UPDATE SET count = min(count + excluded.count, ?5)
-RETURNING count,
+	countSQL = upsertSQL + `,
   (SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?6),
   (SELECT "limit" FROM overrides WHERE key = ?1),
   (SELECT burst FROM overrides WHERE key = ?1)`
