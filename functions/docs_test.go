@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -518,21 +519,8 @@ func compareOutput(want, got string) string {
 func TestDocsCommandsRun(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
-	// Some blocks listen on the fixed ports they show (the emulator on
-	// 9000, moto on 5000): one run at a time on this machine, whichever
-	// checkout it is of.
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "ratelimit-docs-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Closing the file releases the lock, after the pages' subtests,
-	// which run side by side (each its own server, on a free port).
-	t.Cleanup(func() { lock.Close() })
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
 	for _, page := range docPages(t, root) {
-		blocks := readBlocks(t, root, page)
+		blocks := movePorts(t, readBlocks(t, root, page))
 		if !slices.ContainsFunc(blocks, func(b docBlock) bool {
 			m := parseMarker(b.marker)
 			return m.kind == "runnable" && m.mode != "go"
@@ -637,6 +625,29 @@ func killGroup(pgid int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// fixedPort is how a block names a port it listens on that is not the
+// local server's: the Lambda emulator's 9000 and moto's 5000, as
+// host:port or as Python's ("127.0.0.1", 5000).
+var fixedPort = regexp.MustCompile(`\b127\.0\.0\.1(:|", )(5000|9000)\b`)
+
+// movePorts gives each fixed port a page's blocks name a free port of its
+// own, the same in every block of the page, so that the page runs beside
+// another checkout's run and beside whatever else listens on 9000 or 5000.
+func movePorts(t *testing.T, blocks []docBlock) []docBlock {
+	moved := map[string]string{}
+	for i, b := range blocks {
+		blocks[i].body = fixedPort.ReplaceAllStringFunc(b.body, func(s string) string {
+			m := fixedPort.FindStringSubmatch(s)
+			if moved[m[2]] == "" {
+				_, port, _ := net.SplitHostPort(freeAddrs(t, 1)[0])
+				moved[m[2]] = port
+			}
+			return "127.0.0.1" + m[1] + moved[m[2]]
+		})
+	}
+	return blocks
 }
 
 // serverPort is how a block names the local server: the local server's
