@@ -71,6 +71,35 @@ func overrides(t *testing.T, h Harness) {
 	}
 }
 
+// burstOfAnotherAlgorithm: an override set while a policy was GCRA keeps
+// its burst in the store; once the policy counts in windows (its algorithm
+// changed, its name and so its namespace kept), the override's limit
+// applies and its burst does not: a window policy has no burst, and an
+// attempt is bounded by its limit. With the burst of 1 applied, an attempt
+// of cost 2 under a limit of 20 was refused as one that could never pass.
+func burstOfAnotherAlgorithm(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	bucket := limiter.Policy{Name: "api", Limit: 10, Window: time.Minute, Namespace: "api", Algorithm: limiter.GCRA, Burst: 5}
+	if _, err := in.Store.SetOverride(ctx, bucket, "alice", limiter.Override{Limit: 20, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []limiter.Algorithm{limiter.Fixed, limiter.Sliding} {
+		p := limiter.Policy{Name: "api", Limit: 10, Window: time.Minute, Namespace: "api", Algorithm: alg}
+		o, err := in.Store.Allow(ctx, limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: "alice", Cost: 2}}, Now: t0, RequestID: string(alg)})
+		if err != nil {
+			t.Errorf("%s: an attempt of cost 2 under the override's limit of 20: %v, want it decided", alg, err)
+			continue
+		}
+		if d := o.Decisions[0]; !d.Allowed || d.Policy.Limit != 20 || d.Policy.Burst != 0 {
+			t.Errorf("%s: %+v, want allowed under a limit of 20 and no burst", alg, d)
+		}
+		if u, err := in.Store.Usage(ctx, p, "alice", t0); err != nil || u.Policy.Burst != 0 || u.Policy.Limit != 20 {
+			t.Errorf("%s: usage = %+v, %v; want the override's limit of 20 and no burst", alg, u, err)
+		}
+	}
+}
+
 // overridesSurvive: pruning forgets expired counters, never overrides.
 func overridesSurvive(t *testing.T, h Harness) {
 	in := h.New(t)
