@@ -100,6 +100,25 @@ func burstOfAnotherAlgorithm(t *testing.T, h Harness) {
 	}
 }
 
+// overrideBeyondTheWindow: an override is validated against the policy
+// as it was when it was set, and stays when the policy's window changes.
+// A burst of a billion at 10 a second was valid (a tolerance of 3 years);
+// once the window is a day, the override makes the bucket's tolerance a
+// billion days, whose nanoseconds pass an int64. A fresh key's first
+// request must still pass: it was denied, told to come back in 2170.
+func overrideBeyondTheWindow(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	p := limiter.Policy{Name: "tok", Limit: 10, Window: time.Second, Namespace: "tok", Algorithm: limiter.GCRA}
+	if _, err := in.Store.SetOverride(ctx, p, "k", limiter.Override{Limit: 1, Burst: 1_000_000_000}); err != nil {
+		t.Fatal(err)
+	}
+	p.Window = 24 * time.Hour
+	if d := allow(t, in.Store, p, "k", t0, "first"); !d.Allowed {
+		t.Errorf("a fresh key's first request under a day's window: %+v, want allowed", d)
+	}
+}
+
 // overridesSurvive: pruning forgets expired counters, never overrides.
 func overridesSurvive(t *testing.T, h Harness) {
 	in := h.New(t)
