@@ -28,7 +28,8 @@ import (
 // decisions (allowed, count, remaining, reset, retry-after), refusals, and
 // Usage afterwards. The attempts mix what takes countSQL's one statement
 // (window checks of one unit) with what is read first (GCRA, costs of 2,
-// two windows of two lengths on one store key), across window edges, on
+// two windows of two lengths on one store key), across window edges (the
+// clock now and then going back a little, as hosts' clocks differ), on
 // keys of one shard and of several.
 func TestDecidesAsTheMemoryStore(t *testing.T) {
 	t.Parallel()
@@ -49,6 +50,8 @@ var diffPolicies = []limiter.Policy{
 	{Name: "slide2", Limit: 3, Window: 4 * time.Second, Algorithm: limiter.Sliding, Namespace: "slide"}, // one counter with "slide"
 	{Name: "bucket", Limit: 4, Window: 4 * time.Second, Algorithm: limiter.GCRA, Burst: 2, Namespace: "bucket"},
 	{Name: "shadow", Limit: 1, Window: 2 * time.Second, Algorithm: limiter.Sliding, Namespace: "shadow", Shadow: true},
+	{Name: "one", Limit: 1, Window: time.Second, Algorithm: limiter.Sliding, Namespace: "one", Tiers: map[string]limiter.Tier{"gold": {Limit: 2}}},
+	{Name: "hour", Limit: 40, Window: time.Hour, Namespace: "fixed"}, // one counter with "fixed", 4 s windows
 }
 
 var diffKeys = []string{"alice", "bob", "carol", "k0", "k1", "k4"}
@@ -68,7 +71,16 @@ func replay(t *testing.T, seed uint64, steps int) {
 	ctx := context.Background()
 	var allowed []string // request IDs, in order
 	for step := range steps {
-		now = now.Add(time.Duration(r.IntN(1500)) * time.Millisecond)
+		// Mostly forward, a window or more at times, and now and then
+		// back a little: the clocks of the hosts that share a store differ.
+		switch n := r.IntN(40); {
+		case n == 0:
+			now = now.Add(time.Duration(r.IntN(10)) * time.Second)
+		case n < 4:
+			now = now.Add(-time.Duration(r.IntN(1500)) * time.Millisecond)
+		default:
+			now = now.Add(time.Duration(r.IntN(1500)) * time.Millisecond)
+		}
 		p, key := diffPolicies[r.IntN(len(diffPolicies))], diffKeys[r.IntN(len(diffKeys))]
 		var what string
 		var results []any
