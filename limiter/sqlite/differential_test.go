@@ -51,7 +51,9 @@ var diffPolicies = []limiter.Policy{
 	{Name: "bucket", Limit: 4, Window: 4 * time.Second, Algorithm: limiter.GCRA, Burst: 2, Namespace: "bucket"},
 	{Name: "shadow", Limit: 1, Window: 2 * time.Second, Algorithm: limiter.Sliding, Namespace: "shadow", Shadow: true},
 	{Name: "one", Limit: 1, Window: time.Second, Algorithm: limiter.Sliding, Namespace: "one", Tiers: map[string]limiter.Tier{"gold": {Limit: 2}}},
-	{Name: "hour", Limit: 40, Window: time.Hour, Namespace: "fixed"}, // one counter with "fixed", 4 s windows
+	{Name: "hour", Limit: 40, Window: time.Hour, Namespace: "fixed"},                                  // one counter with "fixed", 4 s windows
+	{Name: "edge", Limit: 3, Window: 2 * time.Second, Namespace: "slide"},                             // "slide"'s counter, fixed
+	{Name: "bucket2", Limit: 3, Window: 2 * time.Second, Algorithm: limiter.GCRA, Namespace: "fixed"}, // "fixed"'s overrides
 }
 
 var diffKeys = []string{"alice", "bob", "carol", "k0", "k1", "k4"}
