@@ -41,13 +41,17 @@ func (o Override) Validate(p Policy) error {
 	return nil
 }
 
-// With is p as o changes it; p itself when o is nil.
+// With is p as o changes it; p itself when o is nil. The burst is a GCRA
+// policy's only: an override set while the policy was GCRA keeps its burst
+// in the store after the policy changes algorithm, and a window policy
+// given it would take it for its capacity (refusing, as impossible, costs
+// its limit lets through).
 func (p Policy) With(o *Override) Policy {
 	if o == nil {
 		return p
 	}
 	p.Limit = o.Limit
-	if o.Burst > 0 {
+	if o.Burst > 0 && p.Algorithm == GCRA {
 		p.Burst = o.Burst
 	}
 	return p

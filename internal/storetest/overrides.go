@@ -71,6 +71,54 @@ func overrides(t *testing.T, h Harness) {
 	}
 }
 
+// burstOfAnotherAlgorithm: an override set while a policy was GCRA keeps
+// its burst in the store; once the policy counts in windows (its algorithm
+// changed, its name and so its namespace kept), the override's limit
+// applies and its burst does not: a window policy has no burst, and an
+// attempt is bounded by its limit. With the burst of 1 applied, an attempt
+// of cost 2 under a limit of 20 was refused as one that could never pass.
+func burstOfAnotherAlgorithm(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	bucket := limiter.Policy{Name: "api", Limit: 10, Window: time.Minute, Namespace: "api", Algorithm: limiter.GCRA, Burst: 5}
+	if _, err := in.Store.SetOverride(ctx, bucket, "alice", limiter.Override{Limit: 20, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []limiter.Algorithm{limiter.Fixed, limiter.Sliding} {
+		p := limiter.Policy{Name: "api", Limit: 10, Window: time.Minute, Namespace: "api", Algorithm: alg}
+		o, err := in.Store.Allow(ctx, limiter.Attempt{Charges: []limiter.Charge{{Policy: p, Key: "alice", Cost: 2}}, Now: t0, RequestID: string(alg)})
+		if err != nil {
+			t.Errorf("%s: an attempt of cost 2 under the override's limit of 20: %v, want it decided", alg, err)
+			continue
+		}
+		if d := o.Decisions[0]; !d.Allowed || d.Policy.Limit != 20 || d.Policy.Burst != 0 {
+			t.Errorf("%s: %+v, want allowed under a limit of 20 and no burst", alg, d)
+		}
+		if u, err := in.Store.Usage(ctx, p, "alice", t0); err != nil || u.Policy.Burst != 0 || u.Policy.Limit != 20 {
+			t.Errorf("%s: usage = %+v, %v; want the override's limit of 20 and no burst", alg, u, err)
+		}
+	}
+}
+
+// overrideBeyondTheWindow: an override is validated against the policy
+// as it was when it was set, and stays when the policy's window changes.
+// A burst of a billion at 10 a second was valid (a tolerance of 3 years);
+// once the window is a day, the override makes the bucket's tolerance a
+// billion days, whose nanoseconds pass an int64. A fresh key's first
+// request must still pass: it was denied, told to come back in 2170.
+func overrideBeyondTheWindow(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	p := limiter.Policy{Name: "tok", Limit: 10, Window: time.Second, Namespace: "tok", Algorithm: limiter.GCRA}
+	if _, err := in.Store.SetOverride(ctx, p, "k", limiter.Override{Limit: 1, Burst: 1_000_000_000}); err != nil {
+		t.Fatal(err)
+	}
+	p.Window = 24 * time.Hour
+	if d := allow(t, in.Store, p, "k", t0, "first"); !d.Allowed {
+		t.Errorf("a fresh key's first request under a day's window: %+v, want allowed", d)
+	}
+}
+
 // overridesSurvive: pruning forgets expired counters, never overrides.
 func overridesSurvive(t *testing.T, h Harness) {
 	in := h.New(t)
