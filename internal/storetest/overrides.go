@@ -119,6 +119,25 @@ func overrideBeyondTheWindow(t *testing.T, h Harness) {
 	}
 }
 
+// overrideFasterThanANewWindowAllows: an override's rate was valid under
+// the policy's hour (two billion an hour, one every 1.8 µs); once the
+// window is a second it would emit more often than GCRA's microsecond, an
+// interval that rounds to 0 ns. The key is let in at the fastest rate GCRA
+// allows, and told so, rather than failing the decision.
+func overrideFasterThanANewWindowAllows(t *testing.T, h Harness) {
+	in := h.New(t)
+	ctx := context.Background()
+	p := limiter.Policy{Name: "tok", Limit: 10, Window: time.Hour, Namespace: "tok", Algorithm: limiter.GCRA}
+	if _, err := in.Store.SetOverride(ctx, p, "k", limiter.Override{Limit: 2_000_000_000, Burst: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	p.Window = time.Second
+	d := allow(t, in.Store, p, "k", t0, "first")
+	if !d.Allowed || d.Policy.Limit != 1_000_000 || d.Remaining != 999 {
+		t.Errorf("a fresh key's first request under a second's window: %+v, want allowed at 1,000,000 a second with 999 of its burst of 1,000 left", d)
+	}
+}
+
 // overridesSurvive: pruning forgets expired counters, never overrides.
 func overridesSurvive(t *testing.T, h Harness) {
 	in := h.New(t)

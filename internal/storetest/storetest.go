@@ -88,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OverridesSurvivePruning", func(t *testing.T) { overridesSurvive(t, h) })
 	t.Run("AGCRAOverridesBurstLeavesAWindowPolicy", func(t *testing.T) { burstOfAnotherAlgorithm(t, h) })
 	t.Run("AnOverrideBeyondANewWindowStillLetsAFreshKeyIn", func(t *testing.T) { overrideBeyondTheWindow(t, h) })
+	t.Run("AnOverrideFasterThanANewWindowAllowsIsSlowedToGCRAsFastest", func(t *testing.T) { overrideFasterThanANewWindowAllows(t, h) })
 	t.Run("GCRAOverrideRescalesTheBucket", func(t *testing.T) { gcraRescale(t, h) })
 	t.Run("ALoweredOverrideRefusesWhatCouldNeverPass", func(t *testing.T) { loweredOverride(t, h) })
 	t.Run("ResetForgetsTheCurrentCounts", func(t *testing.T) { reset(t, h) })
