@@ -29,7 +29,7 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 		fmt.Fprintln(errOut, "local-api:", err)
 		return 2
 	}
-	describeConfig(out, c)
+	describeConfig(out, c, gcTarget(getenv))
 	if s := c.Store; s.Kind == stores.SQLite && s.Shards > 1 && (s.JournalMode == "" || s.JournalMode == "DELETE") {
 		fmt.Fprintln(out, "advice: with several shards, JOURNAL_MODE=TRUNCATE spares each decision creating and deleting a journal in the files' one directory, which held the EFS model near 96 decisions a second whatever the count (docs/capacity.md)")
 	}
@@ -56,8 +56,9 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 	return 0
 }
 
-// describeConfig prints c as a person checking it reads it.
-func describeConfig(w io.Writer, c config) {
+// describeConfig prints c as a person checking it reads it, with the
+// collector's target gc (gcTarget).
+func describeConfig(w io.Writer, c config, gc string) {
 	s := c.Store
 	switch s.Kind {
 	case stores.Memory:
@@ -70,7 +71,7 @@ func describeConfig(w io.Writer, c config) {
 	fmt.Fprintf(w, "busy timeout: %v\nfail mode: %s\nreject cache: %s\naudit retention: %s\n",
 		s.BusyTimeout, c.FailMode, onOff(c.RejectCache), retention(s))
 	fmt.Fprintf(w, "metrics: %s\n", metricsLine(c.Config))
-	fmt.Fprintf(w, "listen: %s\nprune every: %v\nadmin routes: %s\npolicies:\n", c.Addr, c.PruneInterval, onOff(c.Admin))
+	fmt.Fprintf(w, "listen: %s\nprune every: %v\nadmin routes: %s\ngc target: %s\npolicies:\n", c.Addr, c.PruneInterval, onOff(c.Admin), gc)
 	for _, r := range c.Rules {
 		fmt.Fprintln(w, "  "+describe(r))
 	}

@@ -1,6 +1,9 @@
 package main
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"strconv"
+)
 
 // gcPercent is the garbage collector's target the server runs with when
 // GOGC is not set: a collection when the heap has grown by four times what
@@ -23,4 +26,13 @@ func tuneGC(getenv func(string) string) bool {
 	}
 	debug.SetGCPercent(gcPercent)
 	return true
+}
+
+// gcTarget says, for -check, which target tuneGC leaves the collector
+// with under getenv.
+func gcTarget(getenv func(string) string) string {
+	if v := getenv("GOGC"); v != "" {
+		return "GOGC=" + v + " (from GOGC)"
+	}
+	return "GOGC=" + strconv.Itoa(gcPercent) + " (the server's own; GOGC sets another)"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,18 @@ func TestTheServerSetsTheGCTargetUnlessGOGCIsSet(t *testing.T) {
 	}
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC=50: the target is %d, want the runtime's own (100 here)", got)
+	}
+}
+
+// -check names the target the server would run with: its own, or GOGC's.
+func TestCheckSaysWhichGCTargetTheServerRunsWith(t *testing.T) {
+	t.Parallel()
+	_, out := checkOut(map[string]string{"GOGC": "50"})
+	if !strings.Contains(out, "gc target: GOGC=50 (from GOGC)\n") {
+		t.Errorf("GOGC=50: -check said\n%s", out)
+	}
+	_, out = checkOut(map[string]string{})
+	if !strings.Contains(out, "gc target: GOGC=400 (the server's own; GOGC sets another)\n") {
+		t.Errorf("GOGC unset: -check said\n%s", out)
 	}
 }

@@ -263,6 +263,7 @@ func TestCheckSaysWhetherPoliciesAreGood(t *testing.T) {
 	if code != 0 || out != "store: sqlite, ./data/ratelimit.db, journal DELETE, shards 1\n"+
 		"busy timeout: 3s\nfail mode: closed\nreject cache: off\naudit retention: forever\nmetrics: off\n"+
 		"listen: 127.0.0.1:3000\nprune every: 1m0s\nadmin routes: off\n"+
+		"gc target: GOGC=400 (the server's own; GOGC sets another)\n"+
 		"policies:\n"+
 		"  ping: 3 per 1m0s, fixed window, key header, routes [/ping]\n"+
 		"  daily: 1000 per 24h0m0s, sliding window, key source-ip, routes [/ping] shadow\n"+
