@@ -33,6 +33,11 @@ type expanded struct {
 	}
 	Resources map[string]any
 	Outputs   map[string]any
+	Metadata  struct {
+		Interface struct {
+			ParameterGroups []struct{ Parameters []string }
+		} `json:"AWS::CloudFormation::Interface"`
+	}
 }
 
 func expand(t *testing.T) expanded {
@@ -101,6 +106,31 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 			}); err != nil {
 				t.Errorf("%s=%q passes the template but the functions refuse it: %v", param, v, err)
 			}
+		}
+	}
+}
+
+// TestEveryTemplateParameterHasItsPlaceInTheConsole: CloudFormation's
+// console lists the parameters of no group after all the groups, under
+// "Other parameters", where whoever deploys the stack by hand is least
+// likely to read them; Policies, Shadow and StoreErrorAlarmTopicArn were
+// there. Each parameter is in one group, and each name a group lists is a
+// parameter.
+func TestEveryTemplateParameterHasItsPlaceInTheConsole(t *testing.T) {
+	t.Parallel()
+	tpl := expand(t)
+	groups := map[string]int{}
+	for _, g := range tpl.Metadata.Interface.ParameterGroups {
+		for _, p := range g.Parameters {
+			groups[p]++
+			if _, ok := tpl.Parameters[p]; !ok {
+				t.Errorf("a parameter group lists %s, which the template does not have", p)
+			}
+		}
+	}
+	for p := range tpl.Parameters {
+		if groups[p] != 1 {
+			t.Errorf("parameter %s is in %d parameter groups, want 1", p, groups[p])
 		}
 	}
 }
