@@ -38,16 +38,23 @@ type Proxy struct {
 	throttle map[string]int
 	// fail counts, by operation, the calls to answer with a 500 without
 	// forwarding them (never applied), after passing skip[op] on.
-	fail  map[string]int
-	skip  map[string]int
-	done  map[string]seen // token -> the first successful answer
-	calls []Call
+	fail map[string]int
+	skip map[string]int
+	done map[string]seen // token -> the first successful answer
+	// running holds the tokens of calls passed on to moto and not yet
+	// answered: a repeat meanwhile is told TransactionInProgressException,
+	// as DynamoDB tells it, rather than applied a second time.
+	running map[string]bool
+	calls   []Call
 	// before holds, by operation, what to run before passing the next
 	// call of it on (a write that races in between a read and a write).
 	before map[string]func()
 	// stripItems drops the items from a cancelled transaction's reasons,
 	// as an implementation that does not fill them would answer.
 	stripItems bool
+	// quiet keeps no Calls: the front of every moto (Start), which sees
+	// every call of a test binary's run.
+	quiet bool
 }
 
 // Call is one request the proxy saw.
@@ -65,11 +72,17 @@ type seen struct {
 
 // NewProxy starts a proxy to the moto at endpoint, stopped when tb ends.
 func NewProxy(tb testing.TB, endpoint string) *Proxy {
-	p := &Proxy{moto: endpoint, lose: map[string]int{}, inProgress: map[string]int{}, throttle: map[string]int{}, fail: map[string]int{}, skip: map[string]int{}, done: map[string]seen{}, before: map[string]func(){}}
-	srv := httptest.NewServer(http.HandlerFunc(p.serve))
+	p, srv := newProxy(endpoint)
 	tb.Cleanup(srv.Close)
-	p.URL = srv.URL
 	return p
+}
+
+// newProxy starts a proxy to the moto at endpoint; closing srv stops it.
+func newProxy(endpoint string) (p *Proxy, srv *httptest.Server) {
+	p = &Proxy{moto: endpoint, lose: map[string]int{}, inProgress: map[string]int{}, throttle: map[string]int{}, fail: map[string]int{}, skip: map[string]int{}, done: map[string]seen{}, running: map[string]bool{}, before: map[string]func(){}}
+	srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	p.URL = srv.URL
+	return p, srv
 }
 
 // Lose makes the proxy lose the answers of the next n calls of op.
@@ -176,9 +189,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		reply = withoutItems(reply)
 		header.Del("X-Amz-Crc32") // the checksum of the answer as moto wrote it
 	}
-	if status == http.StatusOK && c.Token != "" {
+	if c.Token != "" {
 		p.mu.Lock()
-		p.done[c.Token] = seen{body: body, answer: reply}
+		if status == http.StatusOK {
+			p.done[c.Token] = seen{body: body, answer: reply}
+		}
+		delete(p.running, c.Token)
 		p.mu.Unlock()
 	}
 	if c.Lost {
@@ -202,6 +218,8 @@ func (p *Proxy) classify(op, token string) Call {
 	switch {
 	case p.fail[op] > 0 && !p.take(p.skip, op) && p.take(p.fail, op):
 		c.Failed = true
+	case token != "" && p.running[token]:
+		c.InProgress = true
 	case known && p.take(p.inProgress, op):
 		c.InProgress = true
 	case known && p.take(p.throttle, op):
@@ -209,8 +227,13 @@ func (p *Proxy) classify(op, token string) Call {
 	default:
 		c.Repeat = known
 		c.Lost = p.take(p.lose, op)
+		if !known && token != "" {
+			p.running[token] = true // passed on to moto: see serve
+		}
 	}
-	p.calls = append(p.calls, c)
+	if !p.quiet {
+		p.calls = append(p.calls, c)
+	}
 	return c
 }
 
