@@ -482,3 +482,43 @@ func TestChargesOnOneCounterReadItBeforeCountingIt(t *testing.T) {
 		}
 	}
 }
+
+// TestInWALACommitWaitsForNoReader: in WAL the store commits without
+// letting SQLite wait (wait.go, commit), because a COMMIT there waits for
+// nobody. A reader holding its snapshot through more commits than the
+// WAL holds before it is checkpointed (1,000 pages) must not make one of
+// them fail as busy, nor lose a count.
+func TestInWALACommitWaitsForNoReader(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rl.db")
+	s := sqlitetest.Open(t, sqlite.Config{Path: path, JournalMode: "WAL"})
+	allow(t, s, ping, "k0", t0)
+	ctx := context.Background()
+	reader, err := sqlitetest.Connect(t, path).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if _, err := reader.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	if err := reader.QueryRowContext(ctx, "SELECT count(*) FROM api_calls").Scan(&seen); err != nil {
+		t.Fatal(err)
+	}
+	wide := limiter.Policy{Name: "ping", Limit: 1_000_000, Window: time.Minute}
+	const n = 1500
+	for i := range n {
+		if _, err := s.Allow(ctx, storetest.One(wide, fmt.Sprint("k", i%300), t0, "", "")); err != nil {
+			t.Fatalf("commit %d with a reader holding its snapshot: %v", i, err)
+		}
+	}
+	var still int
+	if err := reader.QueryRowContext(ctx, "SELECT count(*) FROM api_calls").Scan(&still); err != nil || still != seen {
+		t.Errorf("the reader's snapshot: %d rows (%v), want the %d it began with", still, err, seen)
+	}
+	reader.ExecContext(ctx, "COMMIT")
+	if got := sqlitetest.QueryInt(t, sqlitetest.Inspect(t, path), "SELECT count(*) FROM api_calls"); got != n+1 {
+		t.Errorf("audit rows after the reader left: %d, want %d", got, n+1)
+	}
+}

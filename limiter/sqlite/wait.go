@@ -421,9 +421,12 @@ func (sh *shard) checkJournalMode(ctx context.Context, tx *sql.Tx, h *handle) er
 // commit commits tx. The COMMIT, which holds the lock and only waits for
 // readers to finish, lets SQLite wait up to what is left of the budget
 // since start; the connection is told not to wait again before it is
-// released.
+// released. In WAL a COMMIT waits for nobody (readers keep their snapshot,
+// and the checkpoint after it is passive), so it commits without the two
+// statements: in the local server they were 2% of its CPU, spent while
+// the batch held the lock.
 func (sh *shard) commit(ctx context.Context, conn *sql.Conn, tx *sql.Tx, h *handle, start time.Time) error {
-	if !sh.cfg.SQLiteBusyHandler {
+	if !sh.cfg.SQLiteBusyHandler && !strings.EqualFold(sh.cfg.JournalMode, "WAL") {
 		left := max(sh.cfg.BusyTimeout-time.Since(start), time.Millisecond)
 		if _, err := tx.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(left.Milliseconds(), 10)); err != nil {
 			return err
