@@ -148,45 +148,32 @@ func countsInOne(a limiter.Attempt) bool {
 // countCharges counts each of a's checks (countsInOne) and reads its
 // previous window's count and its key's override, in one statement each.
 func countCharges(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
-	charges := make([]limiter.Charge, len(a.Charges))
-	states := make([]decide.State, len(a.Charges))
-	for i, c := range a.Charges {
-		if err := ctx.Err(); err != nil {
-			return a, nil, err
-		}
-		p := c.Policy
-		start := decide.WindowStart(a.Now, p.Window)
-		var prev, limit, burst sql.NullInt64
-		err := at(c.Key).count.QueryRowContext(sctx, decide.StoreKey(p, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(p), decide.CountCap, previousStart(p, start)).
-			Scan(&states[i].Cur, &prev, &limit, &burst)
-		if err != nil {
-			return a, nil, ended(ctx, err)
-		}
-		states[i].Prev = prev.Int64
-		c.Policy = decide.Effective(c, overrideOf(limit, burst))
-		charges[i] = c
-	}
-	a.Charges = charges
-	return a, states, nil
+	return eachCharge(ctx, sctx, at, a, countWindow)
 }
 
 // readCharges reads, on sctx, what each of a's charges needs to be decided
-// (see decideTx), and returns a with its charges' policies as their tiers
-// and their keys' overrides make them (decide.Effective), and the states
-// read.
+// (see decideTx), before anything is counted.
 func readCharges(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt) (limiter.Attempt, []decide.State, error) {
+	return eachCharge(ctx, sctx, at, a, func(ctx context.Context, st *statements, c limiter.Charge, start time.Time) (readOf, error) {
+		if c.Policy.Algorithm == limiter.GCRA {
+			return readState(ctx, st, c.Policy, decide.StoreKey(c.Policy, c.Key), start)
+		}
+		return readWindow(ctx, st, c.Policy, decide.StoreKey(c.Policy, c.Key), start)
+	})
+}
+
+// eachCharge runs read, on sctx, for each of a's charges at the start of
+// its window, and returns a with its charges' policies as their tiers and
+// their keys' overrides make them (decide.Effective), and the states read.
+func eachCharge(ctx, sctx context.Context, at func(key string) *statements, a limiter.Attempt,
+	read func(context.Context, *statements, limiter.Charge, time.Time) (readOf, error)) (limiter.Attempt, []decide.State, error) {
 	charges := make([]limiter.Charge, len(a.Charges))
 	states := make([]decide.State, len(a.Charges))
 	for i, c := range a.Charges {
 		if err := ctx.Err(); err != nil {
 			return a, nil, err
 		}
-		p, key := c.Policy, decide.StoreKey(c.Policy, c.Key)
-		read := readWindow
-		if p.Algorithm == limiter.GCRA {
-			read = readState
-		}
-		r, err := read(sctx, at(c.Key), p, key, decide.WindowStart(a.Now, p.Window))
+		r, err := read(sctx, at(c.Key), c, decide.WindowStart(a.Now, c.Policy.Window))
 		if err != nil {
 			return a, nil, ended(ctx, err)
 		}
@@ -195,6 +182,17 @@ func readCharges(ctx, sctx context.Context, at func(key string) *statements, a l
 	}
 	a.Charges = charges
 	return a, states, nil
+}
+
+// countWindow counts c in its window from start with countSQL, and reads
+// back the count with c's, the previous window's and c's key's override.
+func countWindow(ctx context.Context, st *statements, c limiter.Charge, start time.Time) (readOf, error) {
+	var r readOf
+	var prev, limit, burst sql.NullInt64
+	err := st.count.QueryRowContext(ctx, decide.StoreKey(c.Policy, c.Key), decide.FormatWindow(start), decide.Units(c), decide.WindowSeconds(c.Policy), decide.CountCap, previousStart(c.Policy, start)).
+		Scan(&r.Cur, &prev, &limit, &burst)
+	r.Prev, r.override = prev.Int64, overrideOf(limit, burst)
+	return r, err
 }
 
 // ended is err, or ctx's error when ctx ended while the statement ran: the
