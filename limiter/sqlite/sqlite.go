@@ -188,6 +188,8 @@ type handle struct {
 	// per FileCheckInterval: a process configured for WAL that opens the
 	// same file would otherwise switch it, and this store with it.
 	checkMode atomic.Bool
+	// ckpt checkpoints a WAL database in the background; nil otherwise.
+	ckpt *checkpointer
 }
 
 // lockProbe is h's probe, or nil where there is none.
@@ -198,9 +200,10 @@ func (h *handle) lockProbe() *probe {
 	return h.probe
 }
 
-// close closes the database and then the probe, whose descriptor on the
+// close stops the checkpointer, closes the database and then the probe, whose descriptor on the
 // same file would drop SQLite's locks if closed first.
 func (h *handle) close() error {
+	h.ckpt.close()
 	err := h.db.Close()
 	if h.probe != nil {
 		h.probe.close()
@@ -312,6 +315,9 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 	}
 	if err := o.done(ctx, db); err != nil {
 		return nil, err
+	}
+	if strings.EqualFold(sh.cfg.JournalMode, "WAL") && !sh.cfg.ReadOnly {
+		h.ckpt = startCheckpointer(sh.path, sh.cfg)
 	}
 	return h, nil
 }

@@ -396,6 +396,7 @@ func (sh *shard) txOn(ctx context.Context, conn *sql.Conn, h *handle, start time
 	if err := sh.commit(ctx, conn, tx, h, start); err != nil {
 		return err
 	}
+	h.ckpt.committed()
 	sh.wait.observe(time.Since(began))
 	return nil
 }
