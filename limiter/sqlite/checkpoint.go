@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"net/url"
 	"time"
 )
 
@@ -40,8 +41,12 @@ type checkpointer struct {
 // startCheckpointer opens the checkpointing connection to the database at
 // path and starts it; nil if the connection cannot be opened, which leaves
 // the inline checkpoints as they would be without it.
-func startCheckpointer(path string, cfg settings) *checkpointer {
-	db, err := sql.Open("sqlite", dsn(path, cfg))
+func startCheckpointer(path string) *checkpointer {
+	// Not dsn's pragmas: this connection never sets the journal mode (a
+	// passive checkpoint of a file that is no longer WAL does nothing,
+	// and the store's own connection notices the change, see
+	// checkJournalMode), and it never waits for a lock.
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(0)")
 	if err != nil {
 		return nil
 	}

@@ -317,7 +317,7 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 		return nil, err
 	}
 	if strings.EqualFold(sh.cfg.JournalMode, "WAL") && !sh.cfg.ReadOnly {
-		h.ckpt = startCheckpointer(sh.path, sh.cfg)
+		h.ckpt = startCheckpointer(sh.path)
 	}
 	return h, nil
 }
