@@ -111,8 +111,23 @@ func describeRoutes(w io.Writer, c config) {
 		if !counting[r.Policy.Name] {
 			fmt.Fprintf(w, "note: %s counts none of this service's routes (routes %v): only POST /check naming it, or your own middleware, counts under it\n", r.Policy.Name, r.Routes)
 		}
+		for _, p := range r.Routes {
+			if i := strings.IndexAny(p, " \t"); i >= 0 && !slices.Contains(httpMethods, p[:i]) {
+				m := p[:i]
+				fmt.Fprintf(w, "note: %s: route %q has the method %q, which is none of HTTP's own (%s): it counts only requests with that method, exactly so\n",
+					r.Policy.Name, p, m, strings.Join(httpMethods, ", "))
+			}
+		}
 	}
 }
+
+// httpMethods are the methods of RFC 9110 and RFC 5789 (PATCH), as net/http
+// names them. A route's method is any token to ServeMux, compared exactly:
+// "GETT /x" and "get /x" are valid patterns that count nothing a client
+// sends, so -check notes them, and refuses nothing (a method of one's own,
+// WebDAV's say, is allowed).
+var httpMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace}
 
 // hostsOf are the hosts the rules' patterns name, after "" (any host):
 // "[METHOD ][HOST]/PATH", the host being what comes before the first "/".

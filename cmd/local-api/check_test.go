@@ -46,6 +46,30 @@ func TestCheckTellsRoutesPerHost(t *testing.T) {
 	}
 }
 
+// TestCheckNotesARouteWithAnUnknownMethod: "GETT /x" is a valid pattern
+// (ServeMux takes any method token), so a typo in a route's method passed
+// -check and counted nothing. -check says so, and still exits 0: a method
+// of one's own (WebDAV's PROPFIND) is allowed.
+func TestCheckNotesARouteWithAnUnknownMethod(t *testing.T) {
+	t.Parallel()
+	code, out := checkOut(map[string]string{"POLICIES": `[{"name":"a","limit":5,"window":"60s","routes":["GETT /x","PROPFIND /dav/","get /y","POST /z"]}]`})
+	if code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	for _, want := range []string{
+		`note: a: route "GETT /x" has the method "GETT", which is none of HTTP's own`,
+		`note: a: route "PROPFIND /dav/" has the method "PROPFIND", which is none of HTTP's own`,
+		`note: a: route "get /y" has the method "get", which is none of HTTP's own`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"POST /z" has the method`) {
+		t.Errorf("a route with a standard method is noted:\n%s", out)
+	}
+}
+
 // TestCheckListsABadRouteUnderPolicies: a route pattern ServeMux refuses
 // is a problem of POLICIES, listed under its heading with that policy's
 // other problems, not under a heading of its own.
