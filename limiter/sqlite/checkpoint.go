@@ -27,7 +27,10 @@ const checkpointInterval = 20 * time.Millisecond
 // needs, so this one runs beside the writes; SQLite's own stays as the
 // bound on the log's size, should this one fall behind (a passive
 // checkpoint never restarts the log while writes go on; the inline one,
-// run between two of this process's transactions, does).
+// run between two of this process's transactions, does). An inline one
+// that starts while this one runs finds the checkpoint lock taken and is
+// skipped, so the log may pass 1,000 pages by a few hundred: in 60 s
+// under wrk, 1,178 pages at most, against 1,013 without this.
 //
 // Only for WAL, which only the local server and embedding programs use: a
 // rollback journal has no log to copy back.
