@@ -112,7 +112,9 @@ func describeRoutes(w io.Writer, c config) {
 			fmt.Fprintf(w, "note: %s counts none of this service's routes (routes %v): only POST /check naming it, or your own middleware, counts under it\n", r.Policy.Name, r.Routes)
 		}
 		for _, p := range r.Routes {
-			if i := strings.IndexAny(p, " \t"); i >= 0 && !slices.Contains(httpMethods, p[:i]) {
+			// ServeMux's split: the method ends at the first space or tab,
+			// and a pattern that begins with one has none (any method).
+			if i := strings.IndexAny(p, " \t"); i > 0 && !slices.Contains(httpMethods, p[:i]) {
 				m := p[:i]
 				fmt.Fprintf(w, "note: %s: route %q has the method %q, which is none of HTTP's own (%s): it counts only requests with that method, exactly so\n",
 					r.Policy.Name, p, m, strings.Join(httpMethods, ", "))
@@ -130,13 +132,14 @@ var httpMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, htt
 	http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace}
 
 // hostsOf are the hosts the rules' patterns name, after "" (any host):
-// "[METHOD ][HOST]/PATH", the host being what comes before the first "/".
+// "[METHOD ][HOST]/PATH", the method ending at a space or a tab as in
+// ServeMux, the host being what comes before the first "/" after it.
 func hostsOf(rules []limiter.Rule) []string {
 	hosts := []string{""}
 	for _, r := range rules {
 		for _, p := range r.Routes {
-			if _, rest, ok := strings.Cut(p, " "); ok {
-				p = strings.TrimLeft(rest, " \t")
+			if i := strings.IndexAny(p, " \t"); i >= 0 {
+				p = strings.TrimLeft(p[i:], " \t")
 			}
 			if host, _, _ := strings.Cut(p, "/"); host != "" && !slices.Contains(hosts, host) {
 				hosts = append(hosts, host)

@@ -68,6 +68,17 @@ func TestCheckNotesARouteWithAnUnknownMethod(t *testing.T) {
 	if strings.Contains(out, `"POST /z" has the method`) {
 		t.Errorf("a route with a standard method is noted:\n%s", out)
 	}
+	// ServeMux splits a pattern's method at a space or a tab, and reads a
+	// pattern that begins with one as having no method (any method).
+	code, out = checkOut(map[string]string{"POLICIES": `[{"name":"a","limit":5,"window":"60s","routes":["GET\t/ping"," /x","GET\texample.com/y"]}]`})
+	for _, want := range []string{"GET /ping: counted under a\n", "GET /ping (Host: example.com): counted under a\n"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("tabs and a leading space: exit %d, want %q:\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "has the method") || strings.Contains(out, "Host: GET") || strings.Contains(out, "Host: \t") {
+		t.Errorf("tabs and a leading space: a method noted or a host made up:\n%s", out)
+	}
 }
 
 // TestCheckListsABadRouteUnderPolicies: a route pattern ServeMux refuses
