@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"net/url"
+	"os"
 	"time"
 )
 
@@ -12,8 +13,9 @@ import (
 // when the WAL reaches 1,000 pages finds nearly every page already copied
 // back, and so costs the batch that triggers it two fsyncs and little
 // else, rare enough that copying a hot page again and again costs less
-// than what it spares (20 ms was 5-20% lower p99 than none on the local
-// server, 10 ms no better; BENCHMARKS.md).
+// than what it spares. On the local server under wrk, one quiet pair of
+// runs each: p99 4.74 and 4.69 ms at 20 ms, 5.24 and 5.33 at 50 ms,
+// about 6 ms with none; 10 ms was no better than 20 (BENCHMARKS.md).
 const checkpointInterval = 20 * time.Millisecond
 
 // checkpointer copies a WAL database's log back into the database file in
@@ -25,9 +27,10 @@ const checkpointInterval = 20 * time.Millisecond
 // before it returns, and the batch of decisions it carried waits for that
 // (the local server's p99). A PASSIVE checkpoint takes no lock a writer
 // needs, so this one runs beside the writes; SQLite's own stays as the
-// bound on the log's size, should this one fall behind (a passive
-// checkpoint never restarts the log while writes go on; the inline one,
-// run between two of this process's transactions, does). An inline one
+// bound on the log's size. Neither restarts the log: the next writer does,
+// when it finds the whole log copied back, which this one, running while
+// this process's transactions go on, rarely leaves it; the inline one,
+// run between two of them, does. An inline one
 // that starts while this one runs finds the checkpoint lock taken and is
 // skipped, so the log may pass 1,000 pages by a few hundred: in 60 s
 // under wrk, 1,178 pages at most, against 1,013 without this.
@@ -36,15 +39,21 @@ const checkpointInterval = 20 * time.Millisecond
 // rollback journal has no log to copy back.
 type checkpointer struct {
 	db   *sql.DB
+	conn *sql.Conn // the one connection, held for c's life
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
 
 // startCheckpointer opens the checkpointing connection to the database at
-// path and starts it; nil if the connection cannot be opened, which leaves
-// the inline checkpoints as they would be without it.
-func startCheckpointer(path string) *checkpointer {
+// path, which must still be file, the store's (os.SameFile), and starts
+// it; nil if it cannot, which leaves the inline checkpoints as they were.
+// The connection is opened here, not at its first use: opened later by
+// name, it could open a file that took the path since (a restore), and
+// copy the store's log into it. It checkpoints once here, which opens the
+// log and its index too, and then keeps this one connection: database/sql
+// never reopens it by name.
+func startCheckpointer(ctx context.Context, path string, file os.FileInfo) *checkpointer {
 	// Not dsn's pragmas: this connection never sets the journal mode (a
 	// passive checkpoint of a file that is no longer WAL does nothing,
 	// and the store's own connection notices the change, see
@@ -53,8 +62,18 @@ func startCheckpointer(path string) *checkpointer {
 	if err != nil {
 		return nil
 	}
-	db.SetMaxOpenConns(1)
-	c := &checkpointer{db: db, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	conn, err := db.Conn(ctx)
+	if err == nil {
+		_, err = conn.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+	}
+	if now, serr := os.Stat(path); err != nil || serr != nil || !os.SameFile(now, file) {
+		if conn != nil {
+			conn.Close()
+		}
+		db.Close()
+		return nil
+	}
+	c := &checkpointer{db: db, conn: conn, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -70,7 +89,7 @@ func (c *checkpointer) run() {
 			return
 		case <-c.kick:
 		}
-		c.db.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+		c.conn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
 		select {
 		case <-c.stop:
 			return
@@ -98,5 +117,6 @@ func (c *checkpointer) close() {
 	}
 	close(c.stop)
 	<-c.done
+	c.conn.Close()
 	c.db.Close()
 }

@@ -70,3 +70,39 @@ func auditRowsInFileAlone(t *testing.T, path string) (int64, error) {
 	db.Close()
 	return rows, err
 }
+
+// TestInWALTheCheckpointerStaysOnTheStoresFile: the checkpointing
+// connection opened at its first use, by name, so a file that took the
+// path after the store opened its own (a restore, which the store
+// survives by reopening within FileCheckInterval) got the old file's log
+// copied into it while the store went on: 38 of the 40 decisions below
+// failed ("no such table"), where none failed without the checkpointer. It opens with the store's connection, on the same file.
+func TestInWALTheCheckpointerStaysOnTheStoresFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rl.db")
+	s := sqlitetest.Open(t, sqlite.Config{Path: path, JournalMode: "WAL"})
+	other := filepath.Join(dir, "other.db")
+	db := sqlitetest.Connect(t, other)
+	for _, q := range []string{"PRAGMA journal_mode = WAL", "CREATE TABLE t (x)", "INSERT INTO t VALUES (1)"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	wide := limiter.Policy{Name: "ping", Limit: 1_000_000, Window: time.Minute}
+	failed := 0
+	for i := range 40 {
+		if _, err := s.Allow(context.Background(), storetest.One(wide, fmt.Sprint("k", i), t0, "", "")); err != nil {
+			failed++
+			t.Logf("decision %d: %v", i, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if failed > 0 {
+		t.Errorf("%d of 40 decisions failed in the second after the file was replaced; want none, as without the checkpointer", failed)
+	}
+}

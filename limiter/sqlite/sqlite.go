@@ -12,7 +12,8 @@
 // batch.go): on EFS a transaction costs its round trips, whatever it
 // writes. The database is opened for a network file system: a rollback
 // journal (WAL needs shared memory on one host), synchronous=FULL, and one
-// connection per file and process.
+// connection per file and process (in WAL, which only a local program may
+// use, a second one checkpoints in the background: checkpoint.go).
 package sqlite
 
 import (
@@ -317,7 +318,7 @@ func (sh *shard) open(ctx context.Context) (h *handle, err error) {
 		return nil, err
 	}
 	if strings.EqualFold(sh.cfg.JournalMode, "WAL") && !sh.cfg.ReadOnly {
-		h.ckpt = startCheckpointer(sh.path)
+		h.ckpt = startCheckpointer(ctx, sh.path, file)
 	}
 	return h, nil
 }
