@@ -112,10 +112,7 @@ func describeRoutes(w io.Writer, c config) {
 			fmt.Fprintf(w, "note: %s counts none of this service's routes (routes %v): only POST /check naming it, or your own middleware, counts under it\n", r.Policy.Name, r.Routes)
 		}
 		for _, p := range r.Routes {
-			// ServeMux's split: the method ends at the first space or tab,
-			// and a pattern that begins with one has none (any method).
-			if i := strings.IndexAny(p, " \t"); i > 0 && !slices.Contains(httpMethods, p[:i]) {
-				m := p[:i]
+			if m, _ := service.PatternParts(p); m != "" && !slices.Contains(httpMethods, m) {
 				fmt.Fprintf(w, "note: %s: route %q has the method %q, which is none of HTTP's own (%s): it counts only requests with that method, exactly so\n",
 					r.Policy.Name, p, m, strings.Join(httpMethods, ", "))
 			}
@@ -131,17 +128,13 @@ func describeRoutes(w io.Writer, c config) {
 var httpMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 	http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace}
 
-// hostsOf are the hosts the rules' patterns name, after "" (any host):
-// "[METHOD ][HOST]/PATH", the method ending at a space or a tab as in
-// ServeMux, the host being what comes before the first "/" after it.
+// hostsOf are the hosts the rules' patterns name (service.PatternParts),
+// after "" (any host).
 func hostsOf(rules []limiter.Rule) []string {
 	hosts := []string{""}
 	for _, r := range rules {
 		for _, p := range r.Routes {
-			if i := strings.IndexAny(p, " \t"); i >= 0 {
-				p = strings.TrimLeft(p[i:], " \t")
-			}
-			if host, _, _ := strings.Cut(p, "/"); host != "" && !slices.Contains(hosts, host) {
+			if _, host := service.PatternParts(p); host != "" && !slices.Contains(hosts, host) {
 				hosts = append(hosts, host)
 			}
 		}

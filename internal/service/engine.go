@@ -67,11 +67,7 @@ func compileRoutes(patterns []string) (mux *http.ServeMux, err error) {
 // (routing makes it so), so a host with a port, a capital or a trailing
 // dot would match no request, and the route count nothing.
 func routeHostError(p string) error {
-	rest := p
-	if i := strings.IndexAny(rest, " \t"); i >= 0 {
-		rest = strings.TrimLeft(rest[i:], " \t")
-	}
-	host, _, _ := strings.Cut(rest, "/")
+	_, host := PatternParts(p)
 	want := host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		want = h
@@ -80,6 +76,20 @@ func routeHostError(p string) error {
 		return nil
 	}
 	return fmt.Errorf("route %q: host %q matches no request: write %q (requests' hosts are matched without a port, in lower case, without a trailing dot)", p, host, want)
+}
+
+// PatternParts are the method and the host of the ServeMux pattern p,
+// "[METHOD ][HOST]/[PATH]", split as ServeMux splits it: the method ends
+// at the first space or tab, and a pattern that begins with one has none
+// (any method); the host is what comes before the first "/" after it.
+// Either is "" where p has none.
+func PatternParts(p string) (method, host string) {
+	rest := p
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		method, rest = p[:i], strings.TrimLeft(p[i:], " \t")
+	}
+	host, _, _ = strings.Cut(rest, "/")
+	return method, host
 }
 
 // matched is the handler of every rule pattern: a request whose handler
