@@ -30,10 +30,10 @@ const checkpointInterval = 20 * time.Millisecond
 // bound on the log's size. Neither restarts the log: the next writer does,
 // when it finds the whole log copied back, which this one, running while
 // this process's transactions go on, rarely leaves it; the inline one,
-// run between two of them, does. An inline one
-// that starts while this one runs finds the checkpoint lock taken and is
-// skipped, so the log may pass 1,000 pages by a few hundred: in 60 s
-// under wrk, 1,178 pages at most, against 1,013 without this.
+// run between two of them, does. An inline one that starts while this
+// one runs finds the checkpoint lock taken and is skipped, so the log may
+// pass 1,000 pages by a few hundred: in 60 s under wrk, 1,178 pages at
+// most, against 1,013 without this.
 //
 // Only for WAL, which only the local server and embedding programs use: a
 // rollback journal has no log to copy back.
@@ -46,8 +46,9 @@ type checkpointer struct {
 }
 
 // startCheckpointer opens the checkpointing connection to the database at
-// path, which must still be file, the store's (os.SameFile), and starts
-// it; nil if it cannot, which leaves the inline checkpoints as they were.
+// path, which must still be file, the one the store opened (os.SameFile),
+// and starts it; nil if it cannot, which leaves the inline checkpoints as
+// they were.
 // The connection is opened here, not at its first use: opened later by
 // name, it could open a file that took the path since (a restore), and
 // copy the store's log into it. It checkpoints once here, which opens the
@@ -58,7 +59,7 @@ func startCheckpointer(ctx context.Context, path string, file os.FileInfo) *chec
 	// passive checkpoint of a file that is no longer WAL does nothing,
 	// and the store's own connection notices the change, see
 	// checkJournalMode), and it never waits for a lock.
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(0)")
+	db, err := sql.Open("sqlite", fileURI(path, url.Values{"_pragma": {"busy_timeout(0)"}}))
 	if err != nil {
 		return nil
 	}

@@ -76,7 +76,8 @@ func auditRowsInFileAlone(t *testing.T, path string) (int64, error) {
 // path after the store opened its own (a restore, which the store
 // survives by reopening within FileCheckInterval) got the old file's log
 // copied into it while the store went on: 38 of the 40 decisions below
-// failed ("no such table"), where none failed without the checkpointer. It opens with the store's connection, on the same file.
+// failed ("no such table"), where none failed without the checkpointer.
+// It opens with the store's connection, on the same file.
 func TestInWALTheCheckpointerStaysOnTheStoresFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

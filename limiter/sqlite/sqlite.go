@@ -201,8 +201,9 @@ func (h *handle) lockProbe() *probe {
 	return h.probe
 }
 
-// close stops the checkpointer, closes the database and then the probe, whose descriptor on the
-// same file would drop SQLite's locks if closed first.
+// close stops the checkpointer, closes the database and then the probe,
+// whose descriptor on the same file would drop SQLite's locks if closed
+// first.
 func (h *handle) close() error {
 	h.ckpt.close()
 	err := h.db.Close()
@@ -239,8 +240,13 @@ func dsn(path string, cfg settings) string {
 		// SQLite's own URI parameter: open O_RDONLY and never create.
 		q.Set("mode", "ro")
 	}
-	// A file: URI passes SQLite's own parameters; the path is escaped so that
-	// '?', '#' and '%' in it stay part of the name.
+	return fileURI(path, q)
+}
+
+// fileURI is the file: URI of the database at path with the parameters q:
+// a file: URI passes SQLite's own parameters, and the path is escaped so
+// that '?', '#' and '%' in it stay part of the name.
+func fileURI(path string, q url.Values) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
