@@ -65,6 +65,7 @@ type batcher struct {
 
 	batches, decided, largest atomic.Int64
 	across                    atomic.Int64 // cross-shard decisions led from this shard
+	handed, served            atomic.Int64 // attempts decided by another process, and for others (handoff.go)
 }
 
 // pending is one request waiting for a shard: an attempt to decide, or
@@ -266,11 +267,7 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 	if !sh.batch.turn(p) {
 		return sh.answerOf(p)
 	}
-	most := sh.cfg.MaxBatch
-	if most <= 0 {
-		most = MaxBatch
-	}
-	batch := sh.batch.take(p, most)
+	batch := sh.batch.take(p, sh.maxBatch())
 	if len(batch) > 0 {
 		outs, err := sh.decideBatch(batch)
 		sh.batch.answer(batch, outs, err)
@@ -283,6 +280,14 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 		sh.batch.handOff()
 	}
 	return sh.answerOf(p)
+}
+
+// maxBatch is the most decisions one of sh's transactions decides.
+func (sh *shard) maxBatch() int {
+	if sh.cfg.MaxBatch <= 0 {
+		return MaxBatch
+	}
+	return sh.cfg.MaxBatch
 }
 
 // answerOf is p's answer, an error of its own context's wrapped as the
@@ -301,19 +306,51 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	outs := make([]decide.Outcome, len(batch))
-	err := sh.write(ctx, "decide", func(tx *sql.Tx, h *handle) error {
+	var ho *handOff
+	if sh.handsOff() {
+		ho = newHandOff(sh, batch, handOffDeadline(ctx, time.Now().Add(sh.cfg.BusyTimeout)))
+		defer ho.done()
+	}
+	most := sh.maxBatch()
+	err := sh.writeHanding(ctx, "decide", func(tx *sql.Tx, h *handle) error {
 		st := h.stmts.in(ctx, tx)
 		at := func(string) *statements { return st }
+		record := false
+		if ho != nil {
+			var err error
+			if record, err = ho.claim(ctx, tx); err != nil {
+				return err
+			}
+		}
 		for i, p := range batch {
+			if ho != nil && ho.got[i] {
+				outs[i] = ho.outs[i]
+				continue
+			}
 			var err error
 			if outs[i], err = decideTx(ctx, at, p.a); err != nil {
 				return err
 			}
 		}
-		return beforeCommit(sh.path)
-	})
+		if record {
+			if err := ho.recordOwn(ctx, tx, outs); err != nil {
+				return err
+			}
+		}
+		if err := beforeCommit(sh.path); err != nil {
+			return err
+		}
+		if ho == nil {
+			return nil
+		}
+		_, err := sh.serve(ctx, tx, at, ho.token, most-len(batch))
+		return err
+	}, ho)
 	if err != nil {
 		return nil, err
+	}
+	if ho != nil && ho.answered {
+		copy(outs, ho.outs)
 	}
 	sh.batch.batches.Add(1)
 	sh.batch.decided.Add(int64(len(batch)))

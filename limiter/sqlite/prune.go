@@ -97,7 +97,10 @@ func (sh *shard) prune(ctx context.Context, now, auditBefore time.Time) (limiter
 	if out.Windows, err = sh.pruneWindows(ctx, now); err != nil {
 		return out, err
 	}
-	if out.Buckets, err = sh.pruneBuckets(ctx, now); err != nil || auditBefore.IsZero() {
+	if out.Buckets, err = sh.pruneBuckets(ctx, now); err != nil {
+		return out, err
+	}
+	if err = sh.pruneHandoffs(ctx, now); err != nil || auditBefore.IsZero() {
 		return out, err
 	}
 	out.Audit, err = sh.pruneAudit(ctx, auditBefore)

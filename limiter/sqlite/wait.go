@@ -164,6 +164,10 @@ type Stats struct {
 	// CrossShard counts committed decisions whose charges fell into several
 	// shards, each one transaction over them all.
 	CrossShard int64
+	// HandedOff counts attempts another process decided, in its
+	// transaction, while this one waited for the lock; Served, attempts
+	// of other processes decided in this one's (handoff.go).
+	HandedOff, Served int64
 }
 
 // Stats returns the store's counters.
@@ -181,6 +185,8 @@ func (s *Store) Stats() Stats {
 		out.Batched += sh.batch.decided.Load()
 		out.LargestBatch = max(out.LargestBatch, sh.batch.largest.Load())
 		out.CrossShard += sh.batch.across.Load()
+		out.HandedOff += sh.batch.handed.Load()
+		out.Served += sh.batch.served.Load()
 	}
 	return out
 }
@@ -211,6 +217,15 @@ var errLockTimeout = errors.New("database is locked: lock not granted within the
 // closed only then, so its probe's descriptors are never polled after
 // they are closed, nor once their numbers belong to another file.
 func (sh *shard) do(ctx context.Context, op string, fn func(*handle) error) error {
+	return sh.doHanding(ctx, op, fn, nil)
+}
+
+// doHanding is do for a batch that hands its attempts to the holder of
+// the lock while it waits (handoff.go), when ho is not nil: its request is
+// written when the call first finds the lock taken, and its outcomes read
+// each time the lock looks free, and once more when the wait runs out. A
+// call whose outcomes are all found ends there, answered.
+func (sh *shard) doHanding(ctx context.Context, op string, fn func(*handle) error, ho *handOff) error {
 	start := time.Now()
 	reopened := false
 	gone := 0           // tries again after a rollback found its super-journal gone
@@ -247,7 +262,14 @@ func (sh *shard) do(ctx context.Context, op string, fn func(*handle) error) erro
 			return sh.wrap(op, err)
 		}
 		watched = sh.watch(watched, h)
-		if err := sh.waitTurn(ctx, watched.lockProbe(), start); err != nil {
+		if ho != nil {
+			ho.waiting()
+		}
+		err = sh.waitTurn(ctx, watched.lockProbe(), start)
+		if ho != nil && ho.served(context.WithoutCancel(ctx), watched) {
+			return nil
+		}
+		if err != nil {
 			if errors.Is(err, errLockTimeout) {
 				err = fmt.Errorf("%w (%v)", errLockTimeout, sh.cfg.BusyTimeout)
 			}
@@ -346,9 +368,15 @@ func (sh *shard) giveWay(ctx context.Context, h *handle) error {
 // Only the COMMIT may wait inside SQLite, for readers, up to what is left of
 // the budget (see commit).
 func (sh *shard) write(ctx context.Context, op string, fn func(*sql.Tx, *handle) error) error {
+	return sh.writeHanding(ctx, op, fn, nil)
+}
+
+// writeHanding is write for a batch that hands its attempts to the holder
+// of the lock while it waits, when ho is not nil (see doHanding).
+func (sh *shard) writeHanding(ctx context.Context, op string, fn func(*sql.Tx, *handle) error, ho *handOff) error {
 	start := time.Now()
 	first := true
-	return sh.do(ctx, op, func(h *handle) (err error) {
+	return sh.doHanding(ctx, op, func(h *handle) (err error) {
 		if first {
 			first = false
 			if sh.lookFirst(h) {
@@ -370,7 +398,7 @@ func (sh *shard) write(ctx context.Context, op string, fn func(*sql.Tx, *handle)
 		}
 		sh.wait.committed.Store(time.Now().UnixNano())
 		return nil
-	})
+	}, ho)
 }
 
 // txOn runs fn in an immediate transaction on conn, a connection of h's

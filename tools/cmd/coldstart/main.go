@@ -130,13 +130,13 @@ func start(n int, path string, flags ...string) ([]time.Duration, int, error) {
 	fails := 0
 	for i, c := range cmds {
 		if outs[i].Scan() {
-			var at, ready, retries, probes int64
-			if _, err := fmt.Sscan(outs[i].Text(), &at, &ready, &retries, &probes); err != nil {
+			var at, ready, retries, probes, handed, served int64
+			if _, err := fmt.Sscan(outs[i].Text(), &at, &ready, &retries, &probes, &handed, &served); err != nil {
 				bad = errors.Join(bad, fmt.Errorf("child %d said %q", i, outs[i].Text()))
 			}
 			times = append(times, time.Unix(0, at).Sub(began))
 			if *verbose {
-				fmt.Printf("  ready %v decided %v retries %d probes %d\n", time.Unix(0, ready).Sub(began).Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond), retries, probes)
+				fmt.Printf("  ready %v decided %v retries %d probes %d handed off %d served %d\n", time.Unix(0, ready).Sub(began).Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond), retries, probes, handed, served)
 			}
 		}
 		if err := c.Wait(); err != nil {
@@ -173,7 +173,7 @@ func decideOnce(cfg sqlite.Config, every bool) error {
 		return err
 	}
 	st := s.Stats()
-	fmt.Println(time.Now().UnixNano(), ready.UnixNano(), st.BusyRetries, st.Probes)
+	fmt.Println(time.Now().UnixNano(), ready.UnixNano(), st.BusyRetries, st.Probes, st.HandedOff, st.Served)
 	if every {
 		for i, seen := 0, map[int]bool{}; len(seen) < max(cfg.Shards, 1); i++ {
 			k := fmt.Sprint("open-", i)
