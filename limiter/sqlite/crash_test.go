@@ -43,6 +43,8 @@ func TestMain(m *testing.M) {
 		roleShardedWorker:  shardedWorker,
 		roleReservedHolder: holdWith(`BEGIN IMMEDIATE`, ""),
 		roleReader:         holdWith(`BEGIN`, `SELECT count(*) FROM sqlite_schema`),
+		roleHandoffHolder:  handoffHolder,
+		roleHandoffWaiter:  handoffWaiter,
 	})
 }
 

@@ -27,3 +27,10 @@ func Queued(s *Store, i int) int {
 // LingerFor is how long a turn lingers after a batch of several when a
 // transaction holds the lock for hold; GatherStep is one look at the queue.
 var LingerFor, GatherStep = lingerFor, gatherStep
+
+// SetServedHook sets testHookServed until restore is called.
+func SetServedHook(f func(path string, n int)) (restore func()) {
+	old := testHookServed
+	testHookServed = f
+	return func() { testHookServed = old }
+}

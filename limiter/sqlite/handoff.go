@@ -319,8 +319,15 @@ func (sh *shard) serve(ctx context.Context, tx *sql.Tx, at func(string) *stateme
 		served += n
 	}
 	sh.batch.served.Add(int64(served))
+	if testHookServed != nil {
+		testHookServed(sh.path, served)
+	}
 	return served, nil
 }
+
+// testHookServed, when set by a test, runs after a holder has decided the
+// requests it found, before its COMMIT, with how many attempts it decided.
+var testHookServed func(path string, n int)
 
 // serveOne decides q's attempts in a savepoint of tx, all or none, and
 // records their outcomes.
