@@ -117,6 +117,7 @@ type handOff struct {
 	deadline time.Time
 	token    string
 	file     string // the request file, while it is there
+	written  time.Time
 	failed   bool   // writing it failed: the batch waits as it did before hand-offs
 	outs     []decide.Outcome
 	got      []bool
@@ -161,7 +162,7 @@ func (ho *handOff) waiting() {
 			}
 		}
 		if err == nil {
-			ho.file = name
+			ho.file, ho.written = name, time.Now()
 			return
 		}
 	}
@@ -195,6 +196,11 @@ func (ho *handOff) served(ctx context.Context, h *handle) bool {
 	}
 	ho.answered = true
 	ho.sh.batch.handed.Add(int64(len(ho.got)))
+	// A process whose attempts others decide seldom holds the lock itself,
+	// and would go on watching it at the pace of its first guess (a local
+	// disk's transaction, a millisecond): what it waited is about one
+	// transaction of the holder's, and sets the pace instead (wait.go).
+	ho.sh.wait.store.observeHold(time.Since(ho.written))
 	return true
 }
 
