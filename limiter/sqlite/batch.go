@@ -343,7 +343,7 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 		if ho == nil {
 			return nil
 		}
-		_, err := sh.serve(ctx, tx, at, ho.token, most-len(batch))
+		_, err := sh.serve(ctx, tx, h, at, ho.token, most-len(batch))
 		return err
 	}, ho)
 	if err != nil {

@@ -301,7 +301,14 @@ type requestFile struct {
 // that cannot be read, is past (or within hold of) its deadline, has an
 // outcome recorded already, or has an attempt that is refused or fails,
 // is left as it was, for its process; only the context's end fails tx.
-func (sh *shard) serve(ctx context.Context, tx *sql.Tx, at func(string) *statements, own string, room int) (int, error) {
+func (sh *shard) serve(ctx context.Context, tx *sql.Tx, h *handle, at func(string) *statements, own string, room int) (int, error) {
+	// A waiter writes its request from the waiting room (doHanding), so
+	// an empty room means no request to serve: one look (F_GETLK), where
+	// listing the directory would cost three or four calls on EFS, on
+	// every transaction of a file that is seldom contended.
+	if h.probe != nil && !h.probe.othersWaiting() {
+		return 0, nil
+	}
 	reqs := readRequests(handoffDir(sh.path), own, room)
 	if len(reqs) == 0 {
 		return 0, nil
