@@ -15,11 +15,15 @@ import (
 // including what each decision was made from; Refused does not (an
 // attempt refused as impossible is never handed back: nothing was
 // written, and its own process decides it again), nor FromMemory, which
-// no store sets.
+// no store sets. V is wireVersion: an outcome of another version is
+// refused, never guessed at.
 type wireOutcome struct {
+	V         int            `json:"v"`
 	Allowed   bool           `json:"allowed"`
 	Decisions []wireDecision `json:"decisions"`
 }
+
+const wireVersion = 1
 
 type wireDecision struct {
 	limiter.Decision
@@ -34,7 +38,7 @@ func MarshalOutcome(o Outcome) ([]byte, error) {
 	if o.Refused != nil || o.FromMemory {
 		return nil, fmt.Errorf("decide: a refused or remembered outcome is not written down")
 	}
-	w := wireOutcome{Allowed: o.Allowed, Decisions: make([]wireDecision, len(o.Decisions))}
+	w := wireOutcome{V: wireVersion, Allowed: o.Allowed, Decisions: make([]wireDecision, len(o.Decisions))}
 	for i, d := range o.Decisions {
 		w.Decisions[i] = wireDecision{Decision: d.Decision, TAT: d.TAT, Moved: d.Moved, State: d.state}
 	}
@@ -46,6 +50,9 @@ func UnmarshalOutcome(b []byte) (Outcome, error) {
 	var w wireOutcome
 	if err := json.Unmarshal(b, &w); err != nil {
 		return Outcome{}, fmt.Errorf("decide: read an outcome: %w", err)
+	}
+	if w.V != wireVersion {
+		return Outcome{}, fmt.Errorf("decide: an outcome of version %d, not %d", w.V, wireVersion)
 	}
 	o := Outcome{Allowed: w.Allowed, Decisions: make([]Decision, len(w.Decisions))}
 	for i, d := range w.Decisions {

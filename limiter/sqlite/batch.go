@@ -44,7 +44,8 @@ import (
 //     with the error, and the fail mode answers each. (Retrying is not
 //     safe in general: a COMMIT that failed may have committed.)
 //
-// A batch is one transaction, so one acquisition of the file lock: a
+// A batch is at most one transaction (none when another process decided
+// it, handoff.go), so one acquisition of the file lock: a
 // process with many waiting decisions still has one waiter in the waiting
 // room (wait.go), and the fairness between processes is unchanged.
 
@@ -308,17 +309,16 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 	outs := make([]decide.Outcome, len(batch))
 	var ho *handOff
 	if sh.handsOff() {
-		ho = newHandOff(sh, batch, handOffDeadline(ctx, time.Now().Add(sh.cfg.BusyTimeout)))
-		defer ho.done()
+		if ho = newHandOff(sh, batch, handOffDeadline(ctx, time.Now().Add(sh.cfg.BusyTimeout))); ho != nil {
+			defer ho.done()
+		}
 	}
-	most := sh.maxBatch()
+	served := 0
 	err := sh.writeHanding(ctx, "decide", func(tx *sql.Tx, h *handle) error {
 		st := h.stmts.in(ctx, tx)
 		at := func(string) *statements { return st }
-		record := false
 		if ho != nil {
-			var err error
-			if record, err = ho.claim(ctx, tx); err != nil {
+			if err := ho.claim(ctx, tx); err != nil {
 				return err
 			}
 		}
@@ -332,26 +332,27 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 				return err
 			}
 		}
-		if record {
-			if err := ho.recordOwn(ctx, tx, outs); err != nil {
-				return err
-			}
-		}
 		if err := beforeCommit(sh.path); err != nil {
 			return err
 		}
 		if ho == nil {
 			return nil
 		}
-		_, err := sh.serve(ctx, tx, h, at, ho.token, most-len(batch))
+		var err error
+		served, err = sh.serve(ctx, tx, h, at, ho.token, sh.maxBatch()-len(batch))
 		return err
 	}, ho)
 	if err != nil {
 		return nil, err
 	}
-	if ho != nil && ho.answered {
-		copy(outs, ho.outs)
+	if ho != nil {
+		sh.batch.handed.Add(int64(ho.found))
+		if ho.answered {
+			copy(outs, ho.outs)
+			return outs, nil // no transaction of its own
+		}
 	}
+	sh.batch.served.Add(int64(served))
 	sh.batch.batches.Add(1)
 	sh.batch.decided.Add(int64(len(batch)))
 	storeMax(&sh.batch.largest, int64(len(batch)))

@@ -1,5 +1,7 @@
 package sqlite
 
+import "os"
+
 // SetOpenHook makes f run at the points of every open where another process
 // may act ("open", "pragmas", "migrated"), until the returned func restores
 // none.
@@ -33,4 +35,20 @@ func SetServedHook(f func(path string, n int)) (restore func()) {
 	old := testHookServed
 	testHookServed = f
 	return func() { testHookServed = old }
+}
+
+// WaitingRequests is how many slots of the request file of the database
+// at path hold a request.
+func WaitingRequests(path string) int {
+	b, err := os.ReadFile(requestPath(path))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for i := 0; i < len(b); i += slotSize {
+		if _, ok := parseSlot(b[i:min(i+slotSize, len(b))]); ok {
+			n++
+		}
+	}
+	return n
 }

@@ -1,20 +1,21 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
+	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
@@ -25,60 +26,94 @@ import (
 // With a rollback journal, each process commits its own decisions: sixteen
 // processes that want one file at once (Lambda environments scaling out
 // together, one request each) queue on its lock, and on EFS each of their
-// transactions holds it for about 100 ms, so the last decides 1.5 s after
-// the first, and one file decides about ten times a second whatever the
-// number of environments. Group commit (batch.go) cannot help: it joins
-// the decisions of one process.
+// transactions holds it for about 100 ms, so the last decides seconds
+// after the first, and one file decides about ten times a second whatever
+// the number of environments. Group commit (batch.go) cannot help: it
+// joins the decisions of one process.
 //
 // So a batch that finds the lock taken hands its attempts to whoever holds
 // it:
 //
-//   - It writes them, with a deadline (its budget, or its context's end if
-//     sooner) and a random token, to a request file in a directory beside
-//     the database (path + "-handoff"), and waits for the lock as before.
-//   - A batch that holds the lock reads the request files there just
-//     before its COMMIT, in parallel, and decides every attempt of each in
-//     its own transaction, after its own, as a batch decides its members:
-//     each upsert sees the counts before it, each allowed attempt gets its
-//     audit record. It writes each attempt's outcome, under its token, to a
-//     table (handoffs), in the same transaction: the attempt is counted
-//     exactly when its outcome is recorded.
+//   - It takes a slot of the request file beside the database (path +
+//     "-handoff"), a byte-range lock of its own on the slot's lock byte,
+//     and writes its attempts there with a random token and a deadline
+//     (its budget's end, or its context's if sooner), synced, then waits
+//     for the lock as before, from the waiting room.
+//   - A batch that holds the lock, when the waiting room is not empty,
+//     reads the request file just before its COMMIT and decides every
+//     request it finds there in its own transaction, after its own
+//     attempts, as a batch decides its members: each upsert sees the
+//     counts before it, each allowed attempt gets its audit record. It
+//     records each attempt's outcome under its token in a table
+//     (handoffs), in the same transaction: an attempt is counted exactly
+//     when its outcome is recorded.
 //   - When the lock looks free, the waiter reads its tokens' outcomes, one
-//     read transaction. Found, its batch is answered without a transaction
-//     of its own, and it removes its request file. Not found, it tries the
-//     lock again, and if it gets it, reads the outcomes again under the
-//     lock (a holder may have committed them since), removes its request
-//     file before its COMMIT, and decides what no holder decided.
+//     read. Found, its batch is answered without a transaction of its
+//     own. Not found, it tries the lock again; if it gets it, it reads the
+//     outcomes again under the lock (a holder may have committed them
+//     since), clears its slot, synced, before its COMMIT, and decides what
+//     no holder decided.
 //
 // Nothing is counted twice: a holder decides a request only while it holds
-// the lock, and only if no outcome of the request's is recorded, and a
-// waiter that decides for itself has removed its request file, under the
-// lock, before it commits (or, if the file cannot be removed, records its
-// own outcomes, which any later holder finds). Nothing is lost: a request
-// no holder took (it came too late, the holder failed or was killed before
-// its COMMIT, the file could not be read) is decided by its own process,
-// as before. A request whose deadline is less than a transaction away is
-// left to its process, which will give up; as with a batch whose member's
-// deadline passes during COMMIT, a request may still be counted just as
-// its process gives up waiting.
+// the lock, only if no outcome of the request's is recorded, and a waiter
+// decides for itself only under the lock, after reading the outcomes and
+// clearing its slot; an outcome that is there but cannot be read fails the
+// batch rather than be decided again. Nothing is lost: a request no holder
+// took (it came too late, the holder failed or was killed before its
+// COMMIT, the slot could not be written) is decided by its own process, as
+// before. A request whose deadline is less than two transactions away is
+// left to its process. As with a batch whose member's deadline passes
+// during COMMIT, an attempt may still be counted as its process gives up
+// waiting: a waiter reads its outcomes once more when its wait runs out.
+//
+// Why one file of slots under locks, not a file per request in a
+// directory: on EFS, other hosts' new files show in a directory listing
+// only once the NFS client's cache of the directory times out (acdirmin,
+// 30 s by default, and Lambda's mount options are not the user's), and no
+// lock flushes a directory's cache. A file's is flushed when a lock is
+// taken on it and written back when one is released (FACTS: the client
+// holds no delegation): so the holder reads the slots under a shared lock
+// of a byte no waiter locks, and a waiter syncs what it writes.
 //
 // Only with a rollback journal (DELETE, TRUNCATE, PERSIST), where the lock
 // is held for a transaction's fsyncs; in WAL a transaction holds it for a
 // fraction of a millisecond, and the file and the read would cost more
 // than they save. Cross-shard transactions (cross.go) neither hand off nor
-// serve: they hold several locks, and are rarer.
+// serve: they hold several locks, and are rarer. Only where byte-range
+// locks are (unix).
 //
 // The handoffs table is created by the first holder that serves a
 // request, not by a migration: a file that has one can still be opened by
 // the previous release (which refuses a newer schema version) while a
 // deployment rolls out, and a process of that release neither hands off
-// nor serves. Prune deletes outcomes older than handoffKeep, and request
-// files their processes left behind.
+// nor serves. Prune deletes outcomes older than handoffKeep.
 
-// handoffKeep is how long a recorded outcome, and a request file left
-// behind, are kept: far beyond any waiter's deadline (at most BusyTimeout,
-// or its context's, after the request was written).
-const handoffKeep = 10 * time.Minute
+const (
+	// handoffSlots is how many requests can wait at once on one file; a
+	// batch that finds no slot free waits as it did before hand-offs.
+	handoffSlots = 32
+	// slotSize is the room of one request: about eight attempts of one
+	// policy. A batch whose request does not fit waits as before.
+	slotSize = 4096
+	// slotLockBase is the lock byte of slot 0 (slot i's is base + i), and
+	// syncByte the one a holder read-locks, which no waiter locks: far
+	// past the slots' bytes, as SQLite's own lock bytes are past a page.
+	slotLockBase = 1 << 30
+	syncByte     = slotLockBase + 1024
+	// slotMagic begins a slot that holds a request, in this format.
+	slotMagic = "RLHO1 "
+	// requestVersion is the version of a request's and an outcome's
+	// encoding: a holder skips a request of another, and a waiter refuses
+	// an outcome of another rather than decide its attempt again.
+	requestVersion = 1
+)
+
+// handoffKeep is how long a recorded outcome is kept: far beyond any
+// waiter's deadline, which is at most BusyTimeout after it wrote its
+// request.
+func (sh *shard) handoffKeep() time.Duration {
+	return max(10*time.Minute, 2*sh.cfg.BusyTimeout)
+}
 
 const (
 	createHandoffsSQL = `CREATE TABLE IF NOT EXISTS handoffs (
@@ -90,24 +125,66 @@ const (
 	// those from ?1 (its token and ".") up to ?2 (its token and "/", the
 	// byte after ".").
 	handedSQL      = `SELECT token, outcome FROM handoffs WHERE token >= ?1 AND token < ?2`
+	countHandedSQL = `SELECT count(*) FROM handoffs WHERE token >= ?1 AND token < ?2`
 	recordSQL      = `INSERT INTO handoffs (token, outcome, decided_at) VALUES (?1, ?2, ?3)`
-	pruneHandedSQL = `DELETE FROM handoffs WHERE decided_at < ?1`
+	// pruneHandedBatchSQL deletes up to ?2 outcomes recorded before ?1.
+	pruneHandedBatchSQL = `DELETE FROM handoffs WHERE token IN (SELECT token FROM handoffs WHERE decided_at < ?1 LIMIT ?2)`
 )
 
-// handoffDir is where the waiters of the file at path write their requests.
-func handoffDir(path string) string { return path + "-handoff" }
+// requestPath is the request file of the database at path.
+func requestPath(path string) string { return path + "-handoff" }
 
 // handsOff reports whether sh's batches hand their attempts to the holder
 // of the lock, and serve others' (see above).
 func (sh *shard) handsOff() bool {
-	return !sh.cfg.ReadOnly && !sh.cfg.SQLiteBusyHandler && !strings.EqualFold(sh.cfg.JournalMode, "WAL")
+	return slotLocks && !sh.cfg.ReadOnly && !sh.cfg.SQLiteBusyHandler && !strings.EqualFold(sh.cfg.JournalMode, "WAL")
 }
 
-// request is what a request file holds.
+// requests is a shard's request file, opened once and kept open: closing
+// any descriptor of a file drops every lock the process holds on it.
+type requests struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// file returns the request file, opening it (creating it, if create) the
+// first time.
+func (r *requests) file(path string, create bool) (*os.File, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f != nil {
+		return r.f, nil
+	}
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(requestPath(path), flags, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	r.f = f
+	return f, nil
+}
+
+func (r *requests) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f != nil {
+		r.f.Close()
+		r.f = nil
+	}
+}
+
+// request is what a slot holds after its header.
 type request struct {
-	Deadline time.Time         `json:"deadline"`
+	V        int               `json:"v"`
 	Attempts []limiter.Attempt `json:"attempts"`
 }
+
+// errUnreadable is an outcome recorded for a request that cannot be read
+// back: its attempt was counted, and is not decided again.
+var errUnreadable = errors.New("an outcome decided by another process cannot be read")
 
 // handOff is one batch's request, written once the batch finds the lock
 // taken, and the outcomes found for it.
@@ -115,13 +192,46 @@ type handOff struct {
 	sh       *shard
 	attempts []limiter.Attempt
 	deadline time.Time
-	token    string
-	file     string // the request file, while it is there
+	token    string // set once the batch tried to write its request
+	slot     int    // the slot it holds, or -1
+	cleared  bool   // its slot was cleared under the lock (claim)
 	written  time.Time
-	failed   bool   // writing it failed: the batch waits as it did before hand-offs
 	outs     []decide.Outcome
 	got      []bool
 	answered bool // every attempt's outcome was found: the batch's answer is outs
+	found    int  // outcomes found, for Stats.HandedOff
+}
+
+// newHandOff is batch's hand-off, or nil when its attempts cannot be
+// handed off: a string that is not UTF-8 would not come back from JSON
+// as it went.
+func newHandOff(sh *shard, batch []*pending, deadline time.Time) *handOff {
+	ho := &handOff{sh: sh, deadline: deadline, slot: -1, outs: make([]decide.Outcome, len(batch)), got: make([]bool, len(batch))}
+	for _, p := range batch {
+		if !utf8Attempt(p.a) {
+			return nil
+		}
+		ho.attempts = append(ho.attempts, p.a)
+	}
+	return ho
+}
+
+func utf8Attempt(a limiter.Attempt) bool {
+	if !utf8.ValidString(a.Route) || !utf8.ValidString(a.RequestID) {
+		return false
+	}
+	for _, c := range a.Charges {
+		p := c.Policy
+		if !utf8.ValidString(c.Key) || !utf8.ValidString(c.Tier) || !utf8.ValidString(p.Name) || !utf8.ValidString(p.Namespace) || !utf8.ValidString(string(p.Algorithm)) {
+			return false
+		}
+		for name := range p.Tiers {
+			if !utf8.ValidString(name) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // handOffDeadline is a request's deadline: the batch's budget's end, or
@@ -133,69 +243,69 @@ func handOffDeadline(ctx context.Context, budget time.Time) time.Time {
 	return budget
 }
 
-func newHandOff(sh *shard, batch []*pending, deadline time.Time) *handOff {
-	ho := &handOff{sh: sh, deadline: deadline, outs: make([]decide.Outcome, len(batch)), got: make([]bool, len(batch))}
-	for _, p := range batch {
-		ho.attempts = append(ho.attempts, p.a)
-	}
-	return ho
-}
-
-// waiting writes the request file: the batch found the lock taken. Once
-// only, whatever became of the file: a second request would carry the
-// attempts of the first under new tokens, and an attempt decided under the
-// first could be decided again under the second.
+// waiting writes the request: the batch found the lock taken. Once only,
+// whatever became of it: a second request would carry the attempts of the
+// first under new tokens, and an attempt decided under the first could be
+// decided again under the second.
 func (ho *handOff) waiting() {
 	if ho.token != "" {
 		return
 	}
 	var b [16]byte
-	rand.Read(b[:])
+	cryptoRead(b[:])
 	ho.token = hex.EncodeToString(b[:])
-	body, err := json.Marshal(request{Deadline: ho.deadline, Attempts: ho.attempts})
-	if err == nil {
-		dir := handoffDir(ho.sh.path)
-		name := filepath.Join(dir, ho.token)
-		if err = writeNew(name, body); errors.Is(err, fs.ErrNotExist) {
-			if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
-				err = writeNew(name, body)
-			}
-		}
-		if err == nil {
-			ho.file, ho.written = name, time.Now()
-			return
+	body, err := json.Marshal(request{V: requestVersion, Attempts: ho.attempts})
+	if err != nil {
+		return
+	}
+	header := fmt.Sprintf("%s%s %d %d\n", slotMagic, ho.token, ho.deadline.UnixNano(), len(body))
+	if len(header)+len(body) > slotSize {
+		return
+	}
+	f, err := ho.sh.requests.file(ho.sh.path, true)
+	if err != nil {
+		return
+	}
+	first := rand.IntN(handoffSlots)
+	for k := range handoffSlots {
+		i := (first + k) % handoffSlots
+		if lockSlot(f, i) {
+			ho.slot = i
+			break
 		}
 	}
-	ho.failed = true
+	if ho.slot < 0 {
+		return
+	}
+	// From here the slot may hold the request, whether or not the write
+	// reports success: claim clears it before the batch decides itself.
+	if _, err := f.WriteAt(append([]byte(header), body...), int64(ho.slot)*slotSize); err == nil && f.Sync() == nil {
+		ho.written = time.Now()
+	}
 }
 
-// writeNew writes body to a new file name. A holder that reads it before
-// it is whole fails to parse it, and leaves it to its process.
-func writeNew(name string, body []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(body)
-	return errors.Join(err, f.Close())
-}
+// cryptoRead fills b with random bytes.
+func cryptoRead(b []byte) { _, _ = crand.Read(b) }
 
 // served reads, on h's connection, the outcomes recorded for the request,
 // and reports whether every attempt has one: then the batch is answered.
 // A read that fails (the table is not there yet, a commit holds the lock)
-// finds none.
+// finds none; it waits for the connection at most a transaction's time.
 func (ho *handOff) served(ctx context.Context, h *handle) bool {
-	if ho.file == "" || h == nil {
+	if ho.written.IsZero() || ho.cleared || h == nil {
 		return false
 	}
-	ho.read(ctx, h.db)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(2*ho.sh.wait.holdTime(), 100*time.Millisecond))
+	defer cancel()
+	if ho.read(ctx, h.db) != nil {
+		return false
+	}
 	for _, g := range ho.got {
 		if !g {
 			return false
 		}
 	}
 	ho.answered = true
-	ho.sh.batch.handed.Add(int64(len(ho.got)))
 	// A process whose attempts others decide seldom holds the lock itself,
 	// and would go on watching it at the pace of its first guess (a local
 	// disk's transaction, a millisecond): what it waited is about one
@@ -209,7 +319,8 @@ type rowsQuerier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// read notes the outcomes recorded under the request's tokens on q.
+// read notes the outcomes recorded under the request's tokens on q. A row
+// that cannot be read back is errUnreadable.
 func (ho *handOff) read(ctx context.Context, q rowsQuerier) error {
 	rows, err := q.QueryContext(ctx, handedSQL, ho.token+".", ho.token+"/")
 	if err != nil {
@@ -224,63 +335,66 @@ func (ho *handOff) read(ctx context.Context, q rowsQuerier) error {
 		}
 		i, err := strconv.Atoi(strings.TrimPrefix(token, ho.token+"."))
 		if err != nil || i < 0 || i >= len(ho.outs) {
-			continue
+			return fmt.Errorf("%w: token %q", errUnreadable, token)
 		}
-		if o, err := decide.UnmarshalOutcome(b); err == nil {
+		o, err := decide.UnmarshalOutcome(b)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUnreadable, err)
+		}
+		if !ho.got[i] {
 			ho.outs[i], ho.got[i] = o, true
+			ho.found++
 		}
 	}
 	return rows.Err()
 }
 
 // claim runs in the batch's own transaction, which holds the lock: it
-// reads what holders recorded for the request since, then takes the
-// request back, so that no later holder decides it too (see above). It
-// reports whether the batch must record its own outcomes: the request
-// file could not be removed.
-func (ho *handOff) claim(ctx context.Context, tx *sql.Tx) (record bool, err error) {
-	if ho.file == "" {
-		return false, nil
+// reads what holders recorded for the request since, then clears the
+// request's slot, synced, so that no later holder decides it too (see
+// above). An error fails the transaction.
+func (ho *handOff) claim(ctx context.Context, tx *sql.Tx) error {
+	if ho.slot < 0 || ho.cleared {
+		return nil
 	}
 	if err := ho.read(ctx, tx); err != nil && !noTable(err) {
-		return false, err
-	}
-	if err := os.Remove(ho.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return true, nil
-	}
-	ho.file = ""
-	return false, nil
-}
-
-// done removes the request file, if it is still there: the batch has its
-// answer, or gave up.
-func (ho *handOff) done() {
-	if ho.file != "" {
-		os.Remove(ho.file)
-		ho.file = ""
-	}
-}
-
-// recordOwn records the outcomes the batch decided itself, where its
-// request file could not be removed (claim).
-func (ho *handOff) recordOwn(ctx context.Context, tx *sql.Tx, outs []decide.Outcome) error {
-	if _, err := tx.ExecContext(ctx, createHandoffsSQL); err != nil {
 		return err
 	}
-	now := time.Now().UnixNano()
-	for i, o := range outs {
-		if ho.got[i] || o.Refused != nil {
-			continue
-		}
-		b, err := decide.MarshalOutcome(o)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, recordSQL, ho.token+"."+strconv.Itoa(i), b, now); err != nil {
-			return err
-		}
+	if err := ho.clear(true); err != nil {
+		return fmt.Errorf("clear a hand-off request: %w", err)
+	}
+	ho.cleared = true
+	return nil
+}
+
+// clear overwrites the slot's header, synced if sync.
+func (ho *handOff) clear(sync bool) error {
+	f, err := ho.sh.requests.file(ho.sh.path, false)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(make([]byte, len(slotMagic)+1), int64(ho.slot)*slotSize); err != nil {
+		return err
+	}
+	if sync {
+		return f.Sync()
 	}
 	return nil
+}
+
+// done gives the slot back, cleared: the batch has its answer, or gave up.
+// Unlocking writes the cleared header back.
+func (ho *handOff) done() {
+	if ho.slot < 0 {
+		return
+	}
+	if !ho.cleared {
+		ho.clear(false)
+	}
+	if f, err := ho.sh.requests.file(ho.sh.path, false); err == nil {
+		unlockSlot(f, ho.slot)
+	}
+	ho.slot = -1
 }
 
 // noTable reports whether err says the handoffs table is not there: no
@@ -289,27 +403,36 @@ func noTable(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such table: handoffs")
 }
 
-// requestFile is a request file a holder found.
-type requestFile struct {
-	token string
-	req   request
+// waitingRequest is a request a holder found in a slot.
+type waitingRequest struct {
+	token    string
+	deadline time.Time
+	req      request
 }
 
-// serve decides, in tx, which holds the lock, the requests other
-// processes' batches wrote, up to room attempts, except own (this batch's
-// own token, if it wrote one); and reports how many it decided. A request
-// that cannot be read, is past (or within hold of) its deadline, has an
-// outcome recorded already, or has an attempt that is refused or fails,
-// is left as it was, for its process; only the context's end fails tx.
+// serve decides, in tx, which holds the lock, the requests waiting in the
+// request file, up to room attempts, but own (the batch's own token, if
+// it wrote a request); and reports how many attempts it decided. A
+// request that cannot be read, is within two transactions of its
+// deadline, has an outcome recorded already, or has an attempt that is
+// refused or fails, is left as it was, for its process. Nothing is served
+// when no process is in the waiting room, or when ctx ends within two
+// transactions. The transaction fails only when ctx ends, or when the
+// table cannot be created or a failed request cannot be rolled back.
 func (sh *shard) serve(ctx context.Context, tx *sql.Tx, h *handle, at func(string) *statements, own string, room int) (int, error) {
+	hold := sh.wait.holdTime()
+	margin := max(2*hold, time.Duration(sh.wait.longest.Load()), 50*time.Millisecond)
+	if d, ok := ctx.Deadline(); room <= 0 || ok && time.Until(d) < 2*hold {
+		return 0, nil
+	}
 	// A waiter writes its request from the waiting room (doHanding), so
-	// an empty room means no request to serve: one look (F_GETLK), where
-	// listing the directory would cost three or four calls on EFS, on
-	// every transaction of a file that is seldom contended.
+	// an empty room means no request to serve: one look (F_GETLK), on
+	// every transaction of a file seldom contended.
 	if h.probe != nil && !h.probe.othersWaiting() {
 		return 0, nil
 	}
-	reqs := readRequests(handoffDir(sh.path), own, room)
+	now := time.Now()
+	reqs := sh.readRequests(own, now.Add(margin))
 	if len(reqs) == 0 {
 		return 0, nil
 	}
@@ -317,21 +440,16 @@ func (sh *shard) serve(ctx context.Context, tx *sql.Tx, h *handle, at func(strin
 		return 0, err
 	}
 	served := 0
-	now := time.Now()
 	for _, q := range reqs {
 		if len(q.req.Attempts) > room-served {
-			break
-		}
-		if !now.Add(sh.wait.holdTime()).Before(q.req.Deadline) {
 			continue
 		}
 		n, err := sh.serveOne(ctx, tx, at, q, now)
 		if err != nil {
-			return served, ctx.Err() // nil unless the context ended
+			return served, err
 		}
 		served += n
 	}
-	sh.batch.served.Add(int64(served))
 	if testHookServed != nil {
 		testHookServed(sh.path, served)
 	}
@@ -343,10 +461,12 @@ func (sh *shard) serve(ctx context.Context, tx *sql.Tx, h *handle, at func(strin
 var testHookServed func(path string, n int)
 
 // serveOne decides q's attempts in a savepoint of tx, all or none, and
-// records their outcomes.
-func (sh *shard) serveOne(ctx context.Context, tx *sql.Tx, at func(string) *statements, q requestFile, now time.Time) (int, error) {
+// records their outcomes; it reports how many it decided. A request it
+// leaves is no error; only the context's end or a savepoint that cannot be
+// rolled back is, and fails tx.
+func (sh *shard) serveOne(ctx context.Context, tx *sql.Tx, at func(string) *statements, q waitingRequest, now time.Time) (int, error) {
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM handoffs WHERE token >= ?1 AND token < ?2`, q.token+".", q.token+"/").Scan(&n); err != nil || n > 0 {
+	if err := tx.QueryRowContext(ctx, countHandedSQL, q.token+".", q.token+"/").Scan(&n); err != nil || n > 0 {
 		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT handoff`); err != nil {
@@ -376,9 +496,9 @@ func (sh *shard) serveOne(ctx context.Context, tx *sql.Tx, at func(string) *stat
 	}()
 	if err != nil {
 		if _, rerr := tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK TO handoff; RELEASE handoff`); rerr != nil {
-			return 0, rerr
+			return 0, fmt.Errorf("roll a hand-off back: %w", rerr)
 		}
-		return 0, err
+		return 0, ctx.Err()
 	}
 	if _, err := tx.ExecContext(ctx, `RELEASE handoff`); err != nil {
 		return 0, err
@@ -386,7 +506,7 @@ func (sh *shard) serveOne(ctx context.Context, tx *sql.Tx, at func(string) *stat
 	return len(q.req.Attempts), nil
 }
 
-// mine reports why a, read from a request file, is not this shard's to
+// mine reports why a, read from the request file, is not this shard's to
 // decide: it is invalid, or a charge's key falls into another shard.
 func (sh *shard) mine(a limiter.Attempt) error {
 	if err := decide.Validate(a); err != nil {
@@ -400,78 +520,78 @@ func (sh *shard) mine(a limiter.Attempt) error {
 	return nil
 }
 
-// readRequests reads the request files in dir, but own, in parallel, and
-// returns those it could parse, in the order of their names, up to room
-// attempts in all.
-func readRequests(dir, own string, room int) []requestFile {
-	entries, err := os.ReadDir(dir)
-	if err != nil || room <= 0 {
+// readRequests reads the request file under a shared lock of syncByte
+// (which makes the NFS client drop its cache of the file, so that what
+// other hosts wrote and synced is read), and returns the requests its
+// slots hold, but own and those whose deadline is before by.
+func (sh *shard) readRequests(own string, by time.Time) []waitingRequest {
+	f, err := sh.requests.file(sh.path, false)
+	if err != nil {
 		return nil
 	}
-	var names []string
-	for _, e := range entries {
-		if name := e.Name(); name != own && isToken(name) {
-			names = append(names, name)
+	if !lockShared(f, syncByte) {
+		return nil
+	}
+	buf := make([]byte, handoffSlots*slotSize)
+	n, err := f.ReadAt(buf, 0)
+	unlockByte(f, syncByte)
+	if n == 0 {
+		return nil
+	}
+	var out []waitingRequest
+	for i := 0; i+len(slotMagic) <= n; i += slotSize {
+		if q, ok := parseSlot(buf[i:min(i+slotSize, n)]); ok && q.token != own && q.deadline.After(by) {
+			out = append(out, q)
 		}
 	}
-	if len(names) > room {
-		names = names[:room] // each request has an attempt at least
-	}
-	out := make([]requestFile, len(names))
-	ok := make([]bool, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() {
-			b, err := os.ReadFile(filepath.Join(dir, name))
-			if err == nil && json.Unmarshal(b, &out[i].req) == nil && len(out[i].req.Attempts) > 0 {
-				out[i].token, ok[i] = name, true
-			}
-		})
-	}
-	wg.Wait()
-	var reqs []requestFile
-	for i := range out {
-		if ok[i] {
-			reqs = append(reqs, out[i])
-		}
-	}
-	return reqs
+	return out
 }
 
-// isToken reports whether name is a request's token: 32 hex digits.
-func isToken(name string) bool {
-	if len(name) != 32 {
+// parseSlot reads the request in one slot, if it holds a whole one.
+func parseSlot(b []byte) (waitingRequest, bool) {
+	var q waitingRequest
+	if !bytes.HasPrefix(b, []byte(slotMagic)) {
+		return q, false
+	}
+	end := bytes.IndexByte(b, '\n')
+	if end < 0 {
+		return q, false
+	}
+	fields := strings.Fields(string(b[len(slotMagic):end]))
+	if len(fields) != 3 || !isToken(fields[0]) {
+		return q, false
+	}
+	deadline, err1 := strconv.ParseInt(fields[1], 10, 64)
+	size, err2 := strconv.Atoi(fields[2])
+	if err1 != nil || err2 != nil || size < 0 || end+1+size > len(b) {
+		return q, false
+	}
+	if json.Unmarshal(b[end+1:end+1+size], &q.req) != nil || q.req.V != requestVersion || len(q.req.Attempts) == 0 {
+		return q, false
+	}
+	q.token, q.deadline = fields[0], time.Unix(0, deadline)
+	return q, true
+}
+
+// isToken reports whether s is a request's token: 32 hex digits.
+func isToken(s string) bool {
+	if len(s) != 32 {
 		return false
 	}
-	_, err := hex.DecodeString(name)
+	_, err := hex.DecodeString(s)
 	return err == nil
 }
 
-// pruneHandoffs deletes outcomes recorded more than handoffKeep before
-// now, and request files as old, which their processes left behind.
-func (sh *shard) pruneHandoffs(ctx context.Context, now time.Time) error {
-	dir := handoffDir(sh.path)
-	if _, err := os.Stat(dir); err != nil {
-		return nil // no request was ever written, so no outcome recorded
+// pruneHandoffs deletes outcomes recorded more than handoffKeep ago, by
+// this process's clock (a holder records them by its own), PruneBatch per
+// transaction. A file where no request was ever written has no outcome.
+func (sh *shard) pruneHandoffs(ctx context.Context) (int64, error) {
+	if _, err := os.Stat(requestPath(sh.path)); err != nil {
+		return 0, nil
 	}
-	before := now.Add(-handoffKeep)
-	err := sh.write(ctx, "prune handoffs", func(tx *sql.Tx, _ *handle) error {
-		_, err := tx.ExecContext(ctx, pruneHandedSQL, before.UnixNano())
-		if noTable(err) {
-			return nil
-		}
-		return err
-	})
-	entries, rerr := os.ReadDir(dir)
-	if rerr != nil {
-		return err
+	n, err := sh.deleteBatches(ctx, "prune handoffs", pruneHandedBatchSQL, time.Now().Add(-sh.handoffKeep()).UnixNano())
+	if noTable(err) {
+		return n, nil
 	}
-	for _, e := range entries {
-		if info, ierr := e.Info(); ierr == nil && isToken(e.Name()) && info.ModTime().Before(before) {
-			if rmErr := os.Remove(filepath.Join(dir, e.Name())); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
-				err = fmt.Errorf("prune handoffs: %w", rmErr)
-			}
-		}
-	}
-	return err
+	return n, err
 }

@@ -72,23 +72,16 @@ func handoffHolder(path string) {
 	fmt.Println("served", s.Stats().Served)
 }
 
-// waitForRequests waits until n request files are written whole beside
-// the database at path, for 10 s at most.
+// waitForRequests waits until n requests are written beside the database
+// at path, for 10 s at most.
 func waitForRequests(path string, n int) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		entries, _ := os.ReadDir(path + "-handoff")
-		whole := 0
-		for _, e := range entries {
-			if b, err := os.ReadFile(filepath.Join(path+"-handoff", e.Name())); err == nil && json.Valid(b) {
-				whole++
-			}
-		}
-		if whole >= n {
+		if sqlite.WaitingRequests(path) >= n {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "%d request files did not come\n", n)
+	fmt.Fprintf(os.Stderr, "%d requests did not come\n", n)
 }
 
 func handoffWaiter(path string) {
@@ -178,7 +171,7 @@ func checkWaiters(t *testing.T, waiters []*bufio.Reader, handed int64) {
 
 // checkFile checks the file's counts and audit records: holder counted
 // holderCount times, k0 and k1 once each, k2 three times with its two
-// audit records; and that no request file is left.
+// audit records; and that no request is left in the request file.
 func checkFile(t *testing.T, path string, holderCount int64) {
 	t.Helper()
 	db := sqlitetest.Inspect(t, path)
@@ -195,8 +188,8 @@ func checkFile(t *testing.T, path string, holderCount int64) {
 			t.Errorf("%s has %d audit records, want %d", key, n, min(want, handoffPolicy.Limit))
 		}
 	}
-	if entries, _ := os.ReadDir(path + "-handoff"); len(entries) != 0 {
-		t.Errorf("%d request files left behind", len(entries))
+	if n := sqlite.WaitingRequests(path); n != 0 {
+		t.Errorf("%d requests left behind", n)
 	}
 }
 
@@ -205,8 +198,7 @@ func checkFile(t *testing.T, path string, holderCount int64) {
 // them in its own transaction, with its own: each waiter is answered as if
 // it had decided itself (two allowed, the first of their keys, one denied
 // past its limit), with no transaction of its own; every attempt is counted
-// once, each allowed one has its audit record, and no request file is
-// left. Without hand-offs each of the three would commit its own
+// once, each allowed one has its audit record, and no request is left. Without hand-offs each of the three would commit its own
 // transaction after the holder's, one after another.
 func TestAWaitingProcessIsDecidedByTheLocksHolder(t *testing.T) {
 	t.Parallel()

@@ -100,11 +100,14 @@ func (sh *shard) prune(ctx context.Context, now, auditBefore time.Time) (limiter
 	if out.Buckets, err = sh.pruneBuckets(ctx, now); err != nil {
 		return out, err
 	}
-	if err = sh.pruneHandoffs(ctx, now); err != nil || auditBefore.IsZero() {
-		return out, err
+	// Outcomes of hand-offs are no one's business but the store's: a
+	// failure to prune them is reported, and the audit pruned all the same.
+	_, herr := sh.pruneHandoffs(ctx)
+	if auditBefore.IsZero() {
+		return out, herr
 	}
 	out.Audit, err = sh.pruneAudit(ctx, auditBefore)
-	return out, err
+	return out, errors.Join(err, herr)
 }
 
 // pruneBuckets deletes drained GCRA buckets, PruneBatch per transaction.

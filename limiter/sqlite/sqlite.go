@@ -73,6 +73,9 @@ type shard struct {
 
 	wait  waiter
 	batch batcher
+	// requests is the file where waiting batches hand their attempts to
+	// the holder of the lock (handoff.go).
+	requests requests
 }
 
 // FileCheckInterval is how often a store charges that its path still names the
@@ -170,6 +173,7 @@ func (s *Store) Close() error {
 			sh.retire(sh.h)
 		}
 		<-sh.mu
+		sh.requests.close()
 	}
 	return nil
 }

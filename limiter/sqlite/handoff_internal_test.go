@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// A slot is read as a request only when it holds a whole one of this
+// version: a half-written or stale slot, or one of another release, is
+// left to its process, which decides it itself.
+func TestASlotIsARequestOnlyWhenWhole(t *testing.T) {
+	token := strings.Repeat("ab", 16)
+	body, _ := json.Marshal(request{V: requestVersion, Attempts: []limiter.Attempt{{Charges: []limiter.Charge{{Key: "k"}}}}})
+	slot := func(v int, body []byte, size int) []byte {
+		b := fmt.Appendf(nil, "%s%s %d %d\n", slotMagic, token, time.Now().Add(time.Second).UnixNano(), size)
+		if v != requestVersion {
+			body = []byte(strings.Replace(string(body), `"v":1`, fmt.Sprintf(`"v":%d`, v), 1))
+		}
+		return append(b, body...)
+	}
+	if q, ok := parseSlot(slot(requestVersion, body, len(body))); !ok || q.token != token || len(q.req.Attempts) != 1 {
+		t.Errorf("a whole request read as %+v, %v", q, ok)
+	}
+	for name, b := range map[string][]byte{
+		"cut short":       slot(requestVersion, body[:len(body)/2], len(body)),
+		"another version": slot(2, body, len(body)),
+		"cleared":         append(make([]byte, len(slotMagic)+1), slot(requestVersion, body, len(body))[len(slotMagic)+1:]...),
+		"no header end":   []byte(slotMagic + token),
+		"a bad token":     []byte(strings.Replace(string(slot(requestVersion, body, len(body))), token, strings.Repeat("zz", 16), 1)),
+	} {
+		if _, ok := parseSlot(b); ok {
+			t.Errorf("%s: read as a request", name)
+		}
+	}
+}
+
+// An outcome recorded for a request, which another process decided and
+// counted, but that cannot be read back (a corrupt row, another release's
+// encoding) fails the batch: it is never taken for no outcome, which would
+// decide the attempt again.
+func TestAnUnreadableOutcomeIsNotDecidedAgain(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "h.db"), JournalMode: "DELETE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sh := s.shards[0]
+	h, err := sh.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.release(h)
+	token := strings.Repeat("cd", 16)
+	if _, err := h.db.ExecContext(ctx, createHandoffsSQL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", []byte(`{"v":9}`), time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	ho := &handOff{sh: sh, token: token, slot: -1, outs: make([]decide.Outcome, 1), got: make([]bool, 1), written: time.Now()}
+	if err := ho.read(ctx, h.db); !errors.Is(err, errUnreadable) {
+		t.Errorf("read: %v, want %v", err, errUnreadable)
+	}
+	if ho.served(ctx, h) || ho.got[0] {
+		t.Error("an unreadable outcome answered the batch")
+	}
+	tx, err := h.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ho.slot = 0 // as if it held a slot: claim reads under the lock
+	if err := ho.claim(ctx, tx); !errors.Is(err, errUnreadable) {
+		t.Errorf("claim: %v, want %v: the batch would decide the attempt again", err, errUnreadable)
+	}
+}
