@@ -342,6 +342,11 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 		served, err = sh.serve(ctx, tx, h, at, ho.token, sh.maxBatch()-len(batch))
 		return err
 	}, ho)
+	if err != nil && ho != nil && ho.allGot() {
+		// Its transaction failed after reading, under the lock, that
+		// another process had decided every attempt: those are its answer.
+		ho.answered, err = true, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -200,6 +200,7 @@ type handOff struct {
 	got      []bool
 	answered bool // every attempt's outcome was found: the batch's answer is outs
 	found    int  // outcomes found, for Stats.HandedOff
+	busies   int  // times it found the lock taken
 }
 
 // newHandOff is batch's hand-off, or nil when its attempts cannot be
@@ -241,6 +242,27 @@ func handOffDeadline(ctx context.Context, budget time.Time) time.Time {
 		return d
 	}
 	return budget
+}
+
+// busy notes that the batch found the lock taken, and writes its request
+// when that looks like a queue: the second time, or the first where this
+// shard's batches have lately found it taken once or more each; and a
+// batch that has waited two transactions' time writes it then (waitTurn). A
+// request costs its slot's lock, a write and a sync, and clearing it under
+// the lock when no holder took it; where waits are short (64 shards for 16
+// processes) most are not taken, and writing each one at the first sight
+// of a taken lock cost 16% of the decisions (BENCHMARKS.md, "One commit for
+// several processes").
+func (ho *handOff) busy() {
+	ho.busies++
+	if ho.busies >= 2 || ho.sh.wait.queued.Load() >= 1024 {
+		ho.waiting()
+	}
+}
+
+// settle folds the batch's waits into the shard's average (busy).
+func (ho *handOff) settle() {
+	fold(&ho.sh.wait.queued, int64(ho.busies)*1024, false)
 }
 
 // waiting writes the request: the batch found the lock taken. Once only,
@@ -292,18 +314,22 @@ func cryptoRead(b []byte) { _, _ = crand.Read(b) }
 // A read that fails (the table is not there yet, a commit holds the lock)
 // finds none; it waits for the connection at most a transaction's time.
 func (ho *handOff) served(ctx context.Context, h *handle) bool {
-	if ho.written.IsZero() || ho.cleared || h == nil {
+	if ho.written.IsZero() || ho.cleared {
+		return false
+	}
+	return ho.collect(ctx, h)
+}
+
+// collect reads the outcomes on h's connection, and reports whether every
+// attempt has one: then the batch is answered.
+func (ho *handOff) collect(ctx context.Context, h *handle) bool {
+	if h == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(2*ho.sh.wait.holdTime(), 100*time.Millisecond))
 	defer cancel()
-	if ho.read(ctx, h.db) != nil {
+	if ho.read(ctx, h.db) != nil || !ho.allGot() {
 		return false
-	}
-	for _, g := range ho.got {
-		if !g {
-			return false
-		}
 	}
 	ho.answered = true
 	// A process whose attempts others decide seldom holds the lock itself,
@@ -311,6 +337,51 @@ func (ho *handOff) served(ctx context.Context, h *handle) bool {
 	// disk's transaction, a millisecond): what it waited is about one
 	// transaction of the holder's, and sets the pace instead (wait.go).
 	ho.sh.wait.store.observeHold(time.Since(ho.written))
+	return true
+}
+
+// settleLate runs when the batch's call fails (its wait ran out, its
+// context ended, the file failed) while its request may still be taken:
+// a holder that read it before it was withdrawn may count it and commit
+// after the call gave up, and the client would be told of an error for an
+// attempt that was counted. So it clears the slot, synced (no holder that
+// reads it later sees the request), waits until the lock looks free (every
+// holder that read it before has committed or given up: a holder holds the
+// lock from its read to its COMMIT), for at most two transactions and a
+// second, and reads the outcomes once more. It reports whether every
+// attempt was decided so: then the batch is answered, late. Otherwise no
+// attempt of it will be counted, unless the lock stayed taken past that
+// bound, or the slot could not be cleared.
+func (ho *handOff) settleLate(ctx context.Context, h *handle) bool {
+	if ho.slot < 0 || ho.cleared || h == nil {
+		return false
+	}
+	if ho.clear(true) != nil {
+		return false
+	}
+	ho.cleared = true
+	w := &ho.sh.wait
+	until := time.Now().Add(max(2*w.holdTime(), 2*time.Duration(w.longest.Load())) + time.Second)
+	p := h.lockProbe()
+	if p == nil {
+		time.Sleep(max(w.holdTime(), time.Duration(w.longest.Load())))
+	}
+	for p != nil && p.writerActive() && time.Now().Before(until) {
+		time.Sleep(w.pause(0, true))
+	}
+	if ho.collect(ctx, h) {
+		return true
+	}
+	return false
+}
+
+// allGot reports whether every attempt's outcome was found.
+func (ho *handOff) allGot() bool {
+	for _, g := range ho.got {
+		if !g {
+			return false
+		}
+	}
 	return true
 }
 
@@ -385,6 +456,7 @@ func (ho *handOff) clear(sync bool) error {
 // done gives the slot back, cleared: the batch has its answer, or gave up.
 // Unlocking writes the cleared header back.
 func (ho *handOff) done() {
+	ho.settle()
 	if ho.slot < 0 {
 		return
 	}

@@ -48,6 +48,7 @@ type handoffResult struct {
 func handoffHolder(path string) {
 	waiters, _ := strconv.Atoi(os.Getenv("HANDOFF_WAITERS"))
 	hold := os.Getenv("HANDOFF_HOLD") != ""
+	slow, _ := time.ParseDuration(os.Getenv("HANDOFF_SLOW"))
 	var once atomic.Bool
 	sqlite.SetCommitHook(func(string) error {
 		if once.CompareAndSwap(false, true) {
@@ -61,6 +62,7 @@ func handoffHolder(path string) {
 			fmt.Println("served", n)
 			select {}
 		}
+		time.Sleep(slow)
 	})
 	s, err := sqlite.Open(context.Background(), storeConfig(path))
 	if err != nil {
@@ -85,7 +87,11 @@ func waitForRequests(path string, n int) {
 }
 
 func handoffWaiter(path string) {
-	s, err := sqlite.Open(context.Background(), storeConfig(path))
+	cfg := storeConfig(path)
+	if d, err := time.ParseDuration(os.Getenv("HANDOFF_BUSY")); err == nil {
+		cfg.BusyTimeout = d
+	}
+	s, err := sqlite.Open(context.Background(), cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -129,6 +135,11 @@ func line(t *testing.T, r *bufio.Reader, who string) string {
 // (with env), waits until it holds the lock, and starts a waiter for each
 // of k0, k1 and k2, which find the lock taken.
 func handoffScene(t *testing.T, env ...string) (path string, holder *exec.Cmd, holderOut *bufio.Reader, waiters []*bufio.Reader) {
+	return handoffSceneWith(t, env, nil)
+}
+
+// handoffSceneWith is handoffScene with waiterEnv for the waiters.
+func handoffSceneWith(t *testing.T, env, waiterEnv []string) (path string, holder *exec.Cmd, holderOut *bufio.Reader, waiters []*bufio.Reader) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "handoff.db")
 	s := sqlitetest.Open(t, storeConfig(path))
@@ -141,7 +152,7 @@ func handoffScene(t *testing.T, env ...string) (path string, holder *exec.Cmd, h
 		t.Fatalf("holder said %q", got)
 	}
 	for _, key := range []string{"k0", "k1", "k2"} {
-		_, out := startRole(t, roleHandoffWaiter, path, "HANDOFF_KEY="+key)
+		_, out := startRole(t, roleHandoffWaiter, path, append(waiterEnv, "HANDOFF_KEY="+key)...)
 		waiters = append(waiters, out)
 	}
 	return path, holder, holderOut, waiters
@@ -232,4 +243,20 @@ func TestAHolderKilledBeforeItsCommitLeavesItsWaitersToDecide(t *testing.T) {
 	checkWaiters(t, waiters, -1)
 	checkFile(t, path, 0)
 	go io.Copy(io.Discard, holderOut)
+}
+
+// TestAWaiterWhoseWaitRunsOutGetsTheOutcomeCommittedForIt: the holder
+// decides the three waiters' attempts and takes longer to commit than
+// their 1 s budget. A waiter that gave up then would be told of an error
+// for an attempt counted after all, and its client would retry it; each
+// instead withdraws its request, waits for the holder's COMMIT, and is
+// answered with the outcome committed for it.
+func TestAWaiterWhoseWaitRunsOutGetsTheOutcomeCommittedForIt(t *testing.T) {
+	t.Parallel()
+	path, _, holderOut, waiters := handoffSceneWith(t, []string{"HANDOFF_SLOW=1500ms"}, []string{"HANDOFF_BUSY=1s"})
+	if got := line(t, holderOut, "holder"); got != "served 3" {
+		t.Errorf("holder: %q, want served 3", got)
+	}
+	checkWaiters(t, waiters, 1)
+	checkFile(t, path, 1)
 }

@@ -90,6 +90,9 @@ type waiter struct {
 	writes  atomic.Int64
 	// probeFailures counts looks at a lock (F_GETLK) that failed.
 	probeFailures atomic.Int64
+	// queued is the moving average of how many times a batch found the
+	// lock taken, in 1024ths: whether a batch hands off at once (handoff.go).
+	queued atomic.Int64
 }
 
 // storeMax raises a to v, if v is more, without a lock.
@@ -164,9 +167,10 @@ type Stats struct {
 	// CrossShard counts committed decisions whose charges fell into several
 	// shards, each one transaction over them all.
 	CrossShard int64
-	// HandedOff counts attempts another process decided, in its
-	// transaction, while this one waited for the lock; Served, attempts
-	// of other processes decided in this one's (handoff.go).
+	// HandedOff counts attempts of this process's that another decided,
+	// in its transaction, while this one waited for the lock (a batch
+	// answered so is not among Batches); Served, attempts of other
+	// processes decided in this one's committed transactions (handoff.go).
 	HandedOff, Served int64
 }
 
@@ -256,26 +260,41 @@ func (sh *shard) doHanding(ctx context.Context, op string, fn func(*handle) erro
 			continue
 		}
 		if !isBusy(err) || sh.cfg.SQLiteBusyHandler {
+			late := ho != nil && ho.settleLate(ctx, watchedOr(watched, h))
 			if h != nil {
 				sh.release(h)
+			}
+			if late {
+				return nil
 			}
 			return sh.wrap(op, err)
 		}
 		watched = sh.watch(watched, h)
 		if ho != nil {
-			ho.waiting()
+			ho.busy()
 		}
-		err = sh.waitTurn(ctx, watched.lockProbe(), start)
+		err = sh.waitTurnHanding(ctx, watched.lockProbe(), start, ho)
 		if ho != nil && ho.served(context.WithoutCancel(ctx), watched) {
 			return nil
 		}
 		if err != nil {
+			if ho != nil && ho.settleLate(ctx, watched) {
+				return nil
+			}
 			if errors.Is(err, errLockTimeout) {
 				err = fmt.Errorf("%w (%v)", errLockTimeout, sh.cfg.BusyTimeout)
 			}
 			return sh.wrap(op, err)
 		}
 	}
+}
+
+// watchedOr is the handle a call watches, or h if it watches none.
+func watchedOr(watched, h *handle) *handle {
+	if watched != nil {
+		return watched
+	}
+	return h
 }
 
 // watch makes h, which a call found busy and holds a reference to, the
@@ -312,8 +331,17 @@ func (sh *shard) stopWatching(h *handle) {
 // waitTurn sleeps until the lock looks free (with a probe) or for one
 // pause (without), and fails when that would overrun the budget or ctx.
 func (sh *shard) waitTurn(ctx context.Context, p *probe, start time.Time) error {
+	return sh.waitTurnHanding(ctx, p, start, nil)
+}
+
+// waitTurnHanding is waitTurn for a batch that hands off (ho, if not nil):
+// one that has waited two transactions' time writes its request.
+func (sh *shard) waitTurnHanding(ctx context.Context, p *probe, start time.Time, ho *handOff) error {
 	for {
 		waited := time.Since(start)
+		if ho != nil && waited >= 2*sh.wait.holdTime() {
+			ho.waiting()
+		}
 		pause := sh.wait.pause(waited, p != nil)
 		if waited+pause > sh.cfg.BusyTimeout {
 			return errLockTimeout
