@@ -339,7 +339,7 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 			return nil
 		}
 		var err error
-		served, err = sh.serve(ctx, tx, h, at, ho.token, sh.maxBatch()-len(batch))
+		served, err = sh.serve(ctx, tx, ho, at, sh.maxBatch()-len(batch))
 		return err
 	}, ho)
 	if err != nil && ho != nil && ho.allGot() {

@@ -145,6 +145,10 @@ func (sh *shard) handsOff() bool {
 type requests struct {
 	mu sync.Mutex
 	f  *os.File
+	// missing is when the file was last found not to be there: a holder
+	// looks again a second later at the soonest, so that a file no batch
+	// waited long for costs its decisions nothing.
+	missing time.Time
 }
 
 // file returns the request file, opening it (creating it, if create) the
@@ -155,12 +159,18 @@ func (r *requests) file(path string, create bool) (*os.File, error) {
 	if r.f != nil {
 		return r.f, nil
 	}
+	if !create && time.Since(r.missing) < time.Second {
+		return nil, os.ErrNotExist
+	}
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE
 	}
 	f, err := os.OpenFile(requestPath(path), flags, 0o644)
 	if err != nil {
+		if !create {
+			r.missing = time.Now()
+		}
 		return nil, err
 	}
 	r.f = f
@@ -482,29 +492,29 @@ type waitingRequest struct {
 	req      request
 }
 
-// serve decides, in tx, which holds the lock, the requests waiting in the
-// request file, up to room attempts, but own (the batch's own token, if
-// it wrote a request); and reports how many attempts it decided. A
-// request that cannot be read, is within two transactions of its
-// deadline, has an outcome recorded already, or has an attempt that is
-// refused or fails, is left as it was, for its process. Nothing is served
-// when no process is in the waiting room, or when ctx ends within two
-// transactions. The transaction fails only when ctx ends, or when the
-// table cannot be created or a failed request cannot be rolled back.
-func (sh *shard) serve(ctx context.Context, tx *sql.Tx, h *handle, at func(string) *statements, own string, room int) (int, error) {
+// serve decides, in tx, which holds the lock for ho's batch, the requests
+// waiting in the request file, up to room attempts, but the batch's own;
+// and reports how many attempts it decided. A request that cannot be
+// read, is within two transactions of its deadline, has an outcome
+// recorded already, or has an attempt that is refused or fails, is left
+// as it was, for its process. Nothing is served when ctx ends within two
+// transactions, or when no waiter holds a slot. The transaction fails only when ctx ends, or when the table
+// cannot be created or a failed request cannot be rolled back.
+func (sh *shard) serve(ctx context.Context, tx *sql.Tx, ho *handOff, at func(string) *statements, room int) (int, error) {
 	hold := sh.wait.holdTime()
 	margin := max(2*hold, time.Duration(sh.wait.longest.Load()), 50*time.Millisecond)
 	if d, ok := ctx.Deadline(); room <= 0 || ok && time.Until(d) < 2*hold {
 		return 0, nil
 	}
-	// A waiter writes its request from the waiting room (doHanding), so
-	// an empty room means no request to serve: one look (F_GETLK), on
-	// every transaction of a file seldom contended.
-	if h.probe != nil && !h.probe.othersWaiting() {
+	// No request file (no batch ever waited long here): nothing, and the
+	// file is looked for once a second at most. Else one F_GETLK over the
+	// slots' lock bytes tells whether a waiter holds one.
+	f, err := sh.requests.file(sh.path, false)
+	if err != nil || !slotsTaken(f) {
 		return 0, nil
 	}
 	now := time.Now()
-	reqs := sh.readRequests(own, now.Add(margin))
+	reqs := sh.readRequests(f, ho.token, now.Add(margin))
 	if len(reqs) == 0 {
 		return 0, nil
 	}
@@ -596,16 +606,12 @@ func (sh *shard) mine(a limiter.Attempt) error {
 // (which makes the NFS client drop its cache of the file, so that what
 // other hosts wrote and synced is read), and returns the requests its
 // slots hold, but own and those whose deadline is before by.
-func (sh *shard) readRequests(own string, by time.Time) []waitingRequest {
-	f, err := sh.requests.file(sh.path, false)
-	if err != nil {
-		return nil
-	}
+func (sh *shard) readRequests(f *os.File, own string, by time.Time) []waitingRequest {
 	if !lockShared(f, syncByte) {
 		return nil
 	}
 	buf := make([]byte, handoffSlots*slotSize)
-	n, err := f.ReadAt(buf, 0)
+	n, _ := f.ReadAt(buf, 0) // io.EOF past the file's end: n says what was read
 	unlockByte(f, syncByte)
 	if n == 0 {
 		return nil

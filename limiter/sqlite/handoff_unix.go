@@ -22,6 +22,13 @@ func lockShared(f *os.File, off int64) bool { return setLock(f, syscall.F_RDLCK,
 
 func unlockByte(f *os.File, off int64) { setLock(f, syscall.F_UNLCK, off) }
 
+// slotsTaken reports whether another process holds a slot of f: one
+// F_GETLK over every slot's lock byte, which takes no lock.
+func slotsTaken(f *os.File) bool {
+	lk := syscall.Flock_t{Type: syscall.F_RDLCK, Whence: 0, Start: slotLockBase, Len: handoffSlots}
+	return syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk) == nil && lk.Type != syscall.F_UNLCK
+}
+
 func setLock(f *os.File, typ int16, off int64) bool {
 	lk := syscall.Flock_t{Type: typ, Whence: 0, Start: off, Len: 1}
 	return syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk) == nil
