@@ -256,16 +256,19 @@ func handOffDeadline(ctx context.Context, budget time.Time) time.Time {
 
 // busy notes that the batch found the lock taken, and writes its request
 // when that looks like a queue: the second time, or the first where this
-// shard's batches have lately found it taken once or more each; and a
-// batch that has waited two transactions' time writes it then (waitTurn). A
-// request costs its slot's lock, a write and a sync, and clearing it under
-// the lock when no holder took it; where waits are short (64 shards for 16
-// processes) most are not taken, and writing each one at the first sight
-// of a taken lock cost 16% of the decisions (BENCHMARKS.md, "One commit for
-// several processes").
+// shard's batches have lately found it taken at least every other time;
+// and a batch that has waited two transactions' time writes it then
+// (waitTurn). A request costs its slot's lock, a write and a sync, and
+// clearing it under the lock when no holder took it. Where waits are
+// short (64 shards for 16 processes) most are not taken: writing one at
+// every first sight of a taken lock cost 12% of the decisions there, and
+// waiting for a queue costs nothing measurable; on one file, where batches
+// find the lock taken nearly every time, a request written at once is
+// taken by the holder in flight (BENCHMARKS.md, "One commit for several
+// processes").
 func (ho *handOff) busy() {
 	ho.busies++
-	if ho.busies >= 2 || ho.sh.wait.queued.Load() >= 1024 {
+	if ho.busies >= 2 || ho.sh.wait.queued.Load() >= 512 {
 		ho.waiting()
 	}
 }
