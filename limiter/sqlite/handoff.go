@@ -116,19 +116,23 @@ func (sh *shard) handoffKeep() time.Duration {
 }
 
 const (
+	// A token begins with the time its request was written, so the
+	// outcomes of one transaction are appended side by side (a page or two
+	// of the journal, where random keys would touch a page each) and
+	// Prune walks the oldest as a prefix of the key.
 	createHandoffsSQL = `CREATE TABLE IF NOT EXISTS handoffs (
-    token      TEXT PRIMARY KEY, -- the request's token, "." and the attempt's index in it
-    outcome    BLOB NOT NULL,    -- decide.MarshalOutcome
-    decided_at INTEGER NOT NULL  -- Unix nanoseconds, for Prune
+    token   TEXT PRIMARY KEY, -- the request's token, "." and the attempt's index in it
+    outcome BLOB NOT NULL     -- decide.MarshalOutcome
 ) WITHOUT ROWID`
 	// handedSQL reads the outcomes recorded under one request's tokens:
 	// those from ?1 (its token and ".") up to ?2 (its token and "/", the
 	// byte after ".").
 	handedSQL      = `SELECT token, outcome FROM handoffs WHERE token >= ?1 AND token < ?2`
 	countHandedSQL = `SELECT count(*) FROM handoffs WHERE token >= ?1 AND token < ?2`
-	recordSQL      = `INSERT INTO handoffs (token, outcome, decided_at) VALUES (?1, ?2, ?3)`
-	// pruneHandedBatchSQL deletes up to ?2 outcomes recorded before ?1.
-	pruneHandedBatchSQL = `DELETE FROM handoffs WHERE token IN (SELECT token FROM handoffs WHERE decided_at < ?1 LIMIT ?2)`
+	recordSQL      = `INSERT INTO handoffs (token, outcome) VALUES (?1, ?2)`
+	// pruneHandedBatchSQL deletes up to ?2 outcomes of requests written
+	// before ?1 (tokenTime's).
+	pruneHandedBatchSQL = `DELETE FROM handoffs WHERE token IN (SELECT token FROM handoffs WHERE token < ?1 LIMIT ?2)`
 )
 
 // requestPath is the request file of the database at path.
@@ -286,9 +290,9 @@ func (ho *handOff) waiting() {
 	if ho.token != "" {
 		return
 	}
-	var b [16]byte
+	var b [8]byte
 	cryptoRead(b[:])
-	ho.token = hex.EncodeToString(b[:])
+	ho.token = tokenTime(time.Now()) + hex.EncodeToString(b[:])
 	body, err := json.Marshal(request{V: requestVersion, Attempts: ho.attempts})
 	if err != nil {
 		return
@@ -318,6 +322,10 @@ func (ho *handOff) waiting() {
 		ho.written = time.Now()
 	}
 }
+
+// tokenTime is how a token begins for a request written at t: its Unix
+// nanoseconds in 16 hex digits, which sort as the times do.
+func tokenTime(t time.Time) string { return fmt.Sprintf("%016x", uint64(t.UnixNano())) }
 
 // cryptoRead fills b with random bytes.
 func cryptoRead(b []byte) { _, _ = crand.Read(b) }
@@ -529,7 +537,7 @@ func (sh *shard) serve(ctx context.Context, tx *sql.Tx, ho *handOff, at func(str
 		if len(q.req.Attempts) > room-served {
 			continue
 		}
-		n, err := sh.serveOne(ctx, tx, at, q, now)
+		n, err := sh.serveOne(ctx, tx, at, q)
 		if err != nil {
 			return served, err
 		}
@@ -549,7 +557,7 @@ var testHookServed func(path string, n int)
 // records their outcomes; it reports how many it decided. A request it
 // leaves is no error; only the context's end or a savepoint that cannot be
 // rolled back is, and fails tx.
-func (sh *shard) serveOne(ctx context.Context, tx *sql.Tx, at func(string) *statements, q waitingRequest, now time.Time) (int, error) {
+func (sh *shard) serveOne(ctx context.Context, tx *sql.Tx, at func(string) *statements, q waitingRequest) (int, error) {
 	var n int
 	if err := tx.QueryRowContext(ctx, countHandedSQL, q.token+".", q.token+"/").Scan(&n); err != nil || n > 0 {
 		return 0, err
@@ -573,7 +581,7 @@ func (sh *shard) serveOne(ctx context.Context, tx *sql.Tx, at func(string) *stat
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, recordSQL, q.token+"."+strconv.Itoa(i), b, now.UnixNano()); err != nil {
+			if _, err := tx.ExecContext(ctx, recordSQL, q.token+"."+strconv.Itoa(i), b); err != nil {
 				return err
 			}
 		}
@@ -663,14 +671,16 @@ func isToken(s string) bool {
 	return err == nil
 }
 
-// pruneHandoffs deletes outcomes recorded more than handoffKeep ago, by
-// this process's clock (a holder records them by its own), PruneBatch per
-// transaction. A file where no request was ever written has no outcome.
+// pruneHandoffs deletes the outcomes of requests written more than
+// handoffKeep ago, by this process's clock (a request is stamped by its
+// waiter's: hosts whose clocks differ by more than that would lose an
+// outcome their waiter still reads), PruneBatch per transaction. A file
+// where no request was ever written has no outcome.
 func (sh *shard) pruneHandoffs(ctx context.Context) (int64, error) {
 	if _, err := os.Stat(requestPath(sh.path)); err != nil {
 		return 0, nil
 	}
-	n, err := sh.deleteBatches(ctx, "prune handoffs", pruneHandedBatchSQL, time.Now().Add(-sh.handoffKeep()).UnixNano())
+	n, err := sh.deleteBatches(ctx, "prune handoffs", pruneHandedBatchSQL, tokenTime(time.Now().Add(-sh.handoffKeep())))
 	if noTable(err) {
 		return n, nil
 	}

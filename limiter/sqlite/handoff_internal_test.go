@@ -64,7 +64,7 @@ func TestAnUnreadableOutcomeIsNotDecidedAgain(t *testing.T) {
 	if _, err := h.db.ExecContext(ctx, createHandoffsSQL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", []byte(`{"v":9}`), time.Now().UnixNano()); err != nil {
+	if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", []byte(`{"v":9}`)); err != nil {
 		t.Fatal(err)
 	}
 	ho := &handOff{sh: sh, token: token, slot: -1, outs: make([]decide.Outcome, 1), got: make([]bool, 1), written: time.Now()}
@@ -82,5 +82,58 @@ func TestAnUnreadableOutcomeIsNotDecidedAgain(t *testing.T) {
 	ho.slot = 0 // as if it held a slot: claim reads under the lock
 	if err := ho.claim(ctx, tx); !errors.Is(err, errUnreadable) {
 		t.Errorf("claim: %v, want %v: the batch would decide the attempt again", err, errUnreadable)
+	}
+}
+
+// Prune deletes the outcomes of requests written longer ago than any
+// waiter can still read them, and keeps the others.
+func TestPruneDeletesOnlyOutcomesNoWaiterStillReads(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "p.db")
+	s, err := Open(ctx, Config{Path: path, JournalMode: "DELETE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sh := s.shards[0]
+	h, err := sh.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.db.ExecContext(ctx, createHandoffsSQL); err != nil {
+		t.Fatal(err)
+	}
+	old := tokenTime(time.Now().Add(-sh.handoffKeep()-time.Minute)) + strings.Repeat("0", 16)
+	young := tokenTime(time.Now().Add(-sh.handoffKeep()+time.Minute)) + strings.Repeat("0", 16)
+	for _, tok := range []string{old + ".0", old + ".1", young + ".0"} {
+		if _, err := h.db.ExecContext(ctx, recordSQL, tok, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh.release(h)
+	if _, err := sh.requests.file(path, true); err != nil { // a request file, as a waiter leaves one
+		t.Fatal(err)
+	}
+	if _, err := s.Prune(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	h, err = sh.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.release(h)
+	var left []string
+	rows, err := h.db.QueryContext(ctx, `SELECT token FROM handoffs ORDER BY token`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tok string
+		rows.Scan(&tok)
+		left = append(left, tok)
+	}
+	if len(left) != 1 || left[0] != young+".0" {
+		t.Errorf("left %v, want only %s.0", left, young)
 	}
 }
