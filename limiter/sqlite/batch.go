@@ -309,7 +309,7 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 	outs := make([]decide.Outcome, len(batch))
 	var ho *handOff
 	if sh.handsOff() {
-		if ho = newHandOff(sh, batch, handOffDeadline(ctx, time.Now().Add(sh.cfg.BusyTimeout))); ho != nil {
+		if ho = newHandOff(sh, batch, sh.handOffDeadline(ctx, time.Now().Add(sh.cfg.BusyTimeout))); ho != nil {
 			defer ho.done()
 		}
 	}
@@ -342,6 +342,9 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 		served, err = sh.serve(ctx, tx, ho, at, sh.maxBatch()-len(batch))
 		return err
 	}, ho)
+	if ho != nil {
+		sh.requests.endServing()
+	}
 	if err != nil && ho != nil && ho.allGot() {
 		// Its transaction failed after reading, under the lock, that
 		// another process had decided every attempt: those are its answer.

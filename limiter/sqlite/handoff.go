@@ -96,10 +96,12 @@ const (
 	// policy. A batch whose request does not fit waits as before.
 	slotSize = 4096
 	// slotLockBase is the lock byte of slot 0 (slot i's is base + i), and
-	// syncByte the one a holder read-locks, which no waiter locks: far
-	// past the slots' bytes, as SQLite's own lock bytes are past a page.
+	// servingBase slot 0's serving byte, which a holder read-locks, for
+	// every slot at once, from before it reads the requests until its
+	// COMMIT has ended, and no waiter locks: far past the slots' bytes, as
+	// SQLite's own lock bytes are past a page.
 	slotLockBase = 1 << 30
-	syncByte     = slotLockBase + 1024
+	servingBase  = slotLockBase + 1024
 	// slotMagic begins a slot that holds a request, in this format.
 	slotMagic = "RLHO1 "
 	// requestVersion is the version of a request's and an outcome's
@@ -153,6 +155,19 @@ type requests struct {
 	// looks again a second later at the soonest, so that a file no batch
 	// waited long for costs its decisions nothing.
 	missing time.Time
+	// serving is set while this process holds the serving bytes' lock.
+	serving bool
+}
+
+// endServing lets the serving bytes go, if this process holds them: its
+// transaction has committed or failed.
+func (r *requests) endServing() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.serving && r.f != nil {
+		unlockServing(r.f)
+	}
+	r.serving = false
 }
 
 // file returns the request file, opening it (creating it, if create) the
@@ -251,7 +266,7 @@ func utf8Attempt(a limiter.Attempt) bool {
 
 // handOffDeadline is a request's deadline: the batch's budget's end, or
 // its context's if sooner.
-func handOffDeadline(ctx context.Context, budget time.Time) time.Time {
+func (sh *shard) handOffDeadline(ctx context.Context, budget time.Time) time.Time {
 	if d, ok := ctx.Deadline(); ok && d.Before(budget) {
 		return d
 	}
@@ -363,16 +378,15 @@ func (ho *handOff) collect(ctx context.Context, h *handle) bool {
 
 // settleLate runs when the batch's call fails (its wait ran out, its
 // context ended, the file failed) while its request may still be taken:
-// a holder that read it before it was withdrawn may count it and commit
-// after the call gave up, and the client would be told of an error for an
-// attempt that was counted. So it clears the slot, synced (no holder that
-// reads it later sees the request), waits until the lock looks free (every
-// holder that read it before has committed or given up: a holder holds the
-// lock from its read to its COMMIT), for at most two transactions and a
-// second, and reads the outcomes once more. It reports whether every
-// attempt was decided so: then the batch is answered, late. Otherwise no
-// attempt of it will be counted, unless the lock stayed taken past that
-// bound, or the slot could not be cleared.
+// a holder that took it may count it and commit after the call gave up,
+// and the client would be told of an error for an attempt that was
+// counted. So it clears the slot, synced: no holder that reads the
+// requests from now on sees it. A holder that read them before holds the
+// slot's serving byte until its COMMIT has ended; so it waits while that
+// byte is held (by some holder), a second and two of the longest
+// transactions at most, and then reads the outcomes. It reports whether
+// every attempt was decided so: then the batch is answered, late.
+// Otherwise none was, unless a holder held the byte past that bound.
 func (ho *handOff) settleLate(ctx context.Context, h *handle) bool {
 	if ho.slot < 0 || ho.cleared || h == nil {
 		return false
@@ -381,19 +395,16 @@ func (ho *handOff) settleLate(ctx context.Context, h *handle) bool {
 		return false
 	}
 	ho.cleared = true
-	w := &ho.sh.wait
-	until := time.Now().Add(max(2*w.holdTime(), 2*time.Duration(w.longest.Load())) + time.Second)
-	p := h.lockProbe()
-	if p == nil {
-		time.Sleep(max(w.holdTime(), time.Duration(w.longest.Load())))
+	f, err := ho.sh.requests.file(ho.sh.path, false)
+	if err != nil {
+		return false
 	}
-	for p != nil && p.writerActive() && time.Now().Before(until) {
+	w := &ho.sh.wait
+	until := time.Now().Add(time.Second + 2*time.Duration(w.longest.Load()))
+	for servingHeld(f, ho.slot) && time.Now().Before(until) {
 		time.Sleep(w.pause(0, true))
 	}
-	if ho.collect(ctx, h) {
-		return true
-	}
-	return false
+	return ho.collect(ctx, h)
 }
 
 // allGot reports whether every attempt's outcome was found.
@@ -613,17 +624,20 @@ func (sh *shard) mine(a limiter.Attempt) error {
 	return nil
 }
 
-// readRequests reads the request file under a shared lock of syncByte
-// (which makes the NFS client drop its cache of the file, so that what
-// other hosts wrote and synced is read), and returns the requests its
-// slots hold, but own and those whose deadline is before by.
+// readRequests takes the shared lock of the serving bytes (which makes the
+// NFS client drop its cache of the file, so that what other hosts wrote
+// and synced is read), reads the request file, and returns the requests
+// its slots hold, but own and those whose deadline is before by. The lock
+// is kept, if it was taken, until endServing, after the COMMIT.
 func (sh *shard) readRequests(f *os.File, own string, by time.Time) []waitingRequest {
-	if !lockShared(f, syncByte) {
+	if !lockServing(f) {
 		return nil
 	}
+	sh.requests.mu.Lock()
+	sh.requests.serving = true
+	sh.requests.mu.Unlock()
 	buf := make([]byte, handoffSlots*slotSize)
 	n, _ := f.ReadAt(buf, 0) // io.EOF past the file's end: n says what was read
-	unlockByte(f, syncByte)
 	if n == 0 {
 		return nil
 	}
