@@ -49,21 +49,9 @@ func TestASlotIsARequestOnlyWhenWhole(t *testing.T) {
 // decide the attempt again.
 func TestAnUnreadableOutcomeIsNotDecidedAgain(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "h.db"), JournalMode: "DELETE"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sh := s.shards[0]
-	h, err := sh.acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sh, h := withHandoffs(t, filepath.Join(t.TempDir(), "h.db"))
 	defer sh.release(h)
 	token := strings.Repeat("cd", 16)
-	if _, err := h.db.ExecContext(ctx, createHandoffsSQL); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", []byte(`{"v":9}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -90,19 +78,7 @@ func TestAnUnreadableOutcomeIsNotDecidedAgain(t *testing.T) {
 func TestPruneDeletesOnlyOutcomesNoWaiterStillReads(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "p.db")
-	s, err := Open(ctx, Config{Path: path, JournalMode: "DELETE"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sh := s.shards[0]
-	h, err := sh.acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.db.ExecContext(ctx, createHandoffsSQL); err != nil {
-		t.Fatal(err)
-	}
+	s, sh, h := withHandoffs(t, path)
 	old := tokenTime(time.Now().Add(-sh.handoffKeep()-time.Minute)) + strings.Repeat("0", 16)
 	young := tokenTime(time.Now().Add(-sh.handoffKeep()+time.Minute)) + strings.Repeat("0", 16)
 	for _, tok := range []string{old + ".0", old + ".1", young + ".0"} {
@@ -117,7 +93,7 @@ func TestPruneDeletesOnlyOutcomesNoWaiterStillReads(t *testing.T) {
 	if _, err := s.Prune(ctx, time.Now(), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	h, err = sh.acquire(ctx)
+	h, err := sh.acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,4 +112,26 @@ func TestPruneDeletesOnlyOutcomesNoWaiterStillReads(t *testing.T) {
 	if len(left) != 1 || left[0] != young+".0" {
 		t.Errorf("left %v, want only %s.0", left, young)
 	}
+}
+
+// withHandoffs opens a store on a new file at path, with the handoffs
+// table, and returns it, its shard and a handle the caller releases.
+func withHandoffs(t *testing.T, path string) (*Store, *shard, *handle) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: path, JournalMode: "DELETE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sh := s.shards[0]
+	h, err := sh.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.db.ExecContext(ctx, createHandoffsSQL); err != nil {
+		sh.release(h)
+		t.Fatal(err)
+	}
+	return s, sh, h
 }
