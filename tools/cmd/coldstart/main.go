@@ -192,7 +192,7 @@ func decideOnce(cfg sqlite.Config, every bool) error {
 func remove(path string, shards int) {
 	for i := range max(shards, 1) {
 		p := sqlite.ShardPath(path, i)
-		for _, suffix := range []string{"", "-journal", "-wait", "-wal", "-shm"} {
+		for _, suffix := range []string{"", "-journal", "-wait", "-wal", "-shm", "-handoff"} {
 			os.Remove(p + suffix)
 		}
 	}
