@@ -57,12 +57,13 @@ func (p *probe) close() {
 }
 
 // held reports whether another process holds a lock that conflicts with
-// an exclusive lock on [start, start+n) of f. One F_GETLK: a round trip on
-// NFS, and no lock taken. A probe that fails says nothing about the lock:
-// false, so that the caller tries SQLite's own lock, which knows; the
-// failure is counted.
-func (p *probe) held(f *os.File, start, n int64) bool {
-	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: start, Len: n}
+// a lock of kind (F_RDLCK, F_WRLCK) on [start, start+n) of f: asked as a
+// read lock, only another's write lock conflicts. One F_GETLK: a round
+// trip on NFS, and no lock taken. A probe that fails says nothing about
+// the lock: false, so that the caller tries SQLite's own lock, which
+// knows; the failure is counted.
+func (p *probe) held(f *os.File, kind int16, start, n int64) bool {
+	lk := syscall.Flock_t{Type: kind, Whence: 0, Start: start, Len: n}
 	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
 		p.failed.Add(1)
 		return false
@@ -70,11 +71,19 @@ func (p *probe) held(f *os.File, start, n int64) bool {
 	return lk.Type != syscall.F_UNLCK
 }
 
-// writerActive reports whether another process is writing or committing.
-func (p *probe) writerActive() bool { return p.held(p.db, pendingByte, 2) }
+// writerActive reports whether another process is writing or committing:
+// a write lock on RESERVED or PENDING. It asks as a reader would, because
+// a reader holds a read lock on PENDING for a moment while it takes its
+// SHARED lock (os_unix.c), and a reader is no writer: asked as a writer
+// would, every process reading made the others' waits go on. Sixteen cold
+// starts served by one holder then read their outcomes one after another,
+// each waiting while the others' reads took their locks (BENCHMARKS.md,
+// "Cold starts on a new file").
+func (p *probe) writerActive() bool { return p.held(p.db, syscall.F_RDLCK, pendingByte, 2) }
 
-// othersWaiting reports whether another process is in the waiting room.
-func (p *probe) othersWaiting() bool { return p.held(p.room, 0, 1) }
+// othersWaiting reports whether another process is in the waiting room,
+// where each holds a read lock.
+func (p *probe) othersWaiting() bool { return p.held(p.room, syscall.F_WRLCK, 0, 1) }
 
 // enter puts this process in the waiting room; leave takes it out once no
 // goroutine of it waits any more. Errors only cost fairness, not
