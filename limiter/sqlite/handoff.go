@@ -348,7 +348,7 @@ func cryptoRead(b []byte) { _, _ = crand.Read(b) }
 // served reads, on h's connection, the outcomes recorded for the request,
 // and reports whether every attempt has one: then the batch is answered.
 // A read that fails (the table is not there yet, a commit holds the lock)
-// finds none; it waits for the connection at most a transaction's time.
+// finds none.
 func (ho *handOff) served(ctx context.Context, h *handle) bool {
 	if ho.written.IsZero() || ho.cleared {
 		return false
@@ -357,13 +357,19 @@ func (ho *handOff) served(ctx context.Context, h *handle) bool {
 }
 
 // collect reads the outcomes on h's connection, and reports whether every
-// attempt has one: then the batch is answered.
+// attempt has one: then the batch is answered. The read may take until the
+// request's deadline: on slow storage a read is several round trips (the
+// shared lock's three, the pages), and a read cut off at a fixed bound
+// (once 100 ms) sent every served waiter to take the lock after all, to
+// read its outcomes there, one after another (BENCHMARKS.md, "Cold starts
+// on a new file").
 func (ho *handOff) collect(ctx context.Context, h *handle) bool {
 	if h == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(2*ho.sh.wait.holdTime(), 100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(ho.deadline), 2*ho.sh.wait.holdTime(), 100*time.Millisecond))
 	defer cancel()
+	testHook("outcomes", ho.sh.path)
 	if ho.read(ctx, h.db) != nil || !ho.allGot() {
 		return false
 	}
