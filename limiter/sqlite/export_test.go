@@ -37,22 +37,6 @@ func SetServedHook(f func(path string, n int)) (restore func()) {
 	return func() { testHookServed = old }
 }
 
-// RequestsLeft is the requests the slots of the request file of the
-// database at path hold: each one's token and number of attempts.
-func RequestsLeft(path string) map[string]int {
-	b, err := os.ReadFile(requestPath(path))
-	if err != nil {
-		return nil
-	}
-	out := map[string]int{}
-	for i := 0; i < len(b); i += slotSize {
-		if q, ok := parseSlot(b[i:min(i+slotSize, len(b))]); ok {
-			out[q.token] = len(q.req.Attempts)
-		}
-	}
-	return out
-}
-
 // WaitingRequests is how many slots of the request file of the database
 // at path hold a request.
 func WaitingRequests(path string) int {

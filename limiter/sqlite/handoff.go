@@ -491,20 +491,14 @@ func (ho *handOff) clear(sync bool) error {
 	return nil
 }
 
-// done gives the slot back: the batch has its answer, or gave up. A slot
-// whose request was answered is left as it is: every attempt of it has its
-// outcome recorded, so a holder that reads it again decides nothing
-// (serveOne), and the next request written there replaces it. Clearing it
-// was a write, and on one host the kernel writes one file for one process
-// at a time: fifteen waiters served by one holder, each clearing its slot,
-// answered a write's latency apart. Any other is cleared, and unlocking
-// writes the cleared header back.
+// done gives the slot back, cleared: the batch has its answer, or gave up.
+// Unlocking writes the cleared header back.
 func (ho *handOff) done() {
 	ho.settle()
 	if ho.slot < 0 {
 		return
 	}
-	if !ho.cleared && !ho.answered {
+	if !ho.cleared {
 		ho.clear(false)
 	}
 	if f, err := ho.sh.requests.file(ho.sh.path, false); err == nil {
