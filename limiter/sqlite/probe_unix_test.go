@@ -27,22 +27,30 @@ func ofdLock(t *testing.T, path string, typ int16, start, n int64) {
 	}
 }
 
+// newProbe is a probe of a new, empty file, and the count of its failed
+// looks.
+func newProbe(t *testing.T) (string, *probe, *atomic.Int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "db")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	failed := new(atomic.Int64)
+	p, err := openProbe(path, failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	return path, p, failed
+}
+
 // TestAReaderIsNoWriter: a process taking its SHARED lock holds a read lock
 // on PENDING for a moment (os_unix.c). A waiter that took that for a writer
 // went on waiting while others only read: sixteen cold starts served by one
 // holder then read their outcomes one after another. A write lock on
 // RESERVED (a writer) or PENDING (a commit) is one.
 func TestAReaderIsNoWriter(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "db")
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var failed atomic.Int64
-	p, err := openProbe(path, &failed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
+	path, p, failed := newProbe(t)
 	if p.writerActive() {
 		t.Fatal("a writer seen where no lock is held")
 	}
@@ -62,16 +70,7 @@ func TestAReaderIsNoWriter(t *testing.T) {
 // TestACommitIsAWriter: a write lock on PENDING, as a commit takes it, is
 // a writer.
 func TestACommitIsAWriter(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "db")
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var failed atomic.Int64
-	p, err := openProbe(path, &failed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
+	path, p, _ := newProbe(t)
 	ofdLock(t, path, syscall.F_WRLCK, pendingByte, 1)
 	if !p.writerActive() {
 		t.Error("a write lock on PENDING not seen")

@@ -134,8 +134,8 @@ func (w *waiter) observe(d time.Duration) {
 // through the EFS model's 100 ms transactions, about 130 looks a wait for
 // the first decisions of 16 cold starts, and on two cores their looks'
 // CPU was time the holder waited for. Now a wait of a second costs tens of
-// looks, and a waiter notices the lock freed at most an eighth of its wait
-// (and 50 ms) late.
+// looks, and a waiter notices the lock freed at most 3/16 of its wait
+// (an eighth, jittered) and 50 ms late.
 func (w *waiter) pause(waited time.Duration, probing bool) time.Duration {
 	hold := max(w.holdTime(), waited/4)
 	d := hold
