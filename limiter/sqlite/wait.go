@@ -34,10 +34,12 @@ import (
 //     four lock operations and, holding a shared lock for a moment, can
 //     delay the holder's commit;
 //   - watches at a pace tied to how long this process's transactions hold
-//     the lock (learnt over all the store's shards): every half
-//     transaction, at most 50 ms, jittered (see pause);
+//     the lock (learnt over all the store's shards), or to a quarter of
+//     its wait so far when that is longer: every half transaction, at
+//     most 50 ms, jittered (see pause);
 //   - tries SQLite's lock when the holder is gone, until the budget
-//     (BusyTimeout) or the request's deadline runs out.
+//     (BusyTimeout) or the request's deadline runs out, its last look at
+//     the budget's end (pauseWithin).
 //
 // Once the store has found the lock taken often (see contention), a
 // transaction looks at the lock before its BEGIN, one F_GETLK, and waits
@@ -135,7 +137,11 @@ func (w *waiter) observe(d time.Duration) {
 // the first decisions of 16 cold starts, and on two cores their looks'
 // CPU was time the holder waited for. Now a wait of a second costs tens of
 // looks, and a waiter notices the lock freed at most 3/16 of its wait
-// (an eighth, jittered) and 50 ms late.
+// (an eighth, jittered) and 50 ms late. That is less fair than it was: a
+// waiter that has waited long looks less often than a newcomer, and may
+// lose a freed lock to it. On one file hand-offs make up for it (the
+// holder decides the waiter's request, handoff.go); a cross-shard batch,
+// or one that found no slot, has only its looks.
 func (w *waiter) pause(waited time.Duration, probing bool) time.Duration {
 	hold := max(w.holdTime(), waited/4)
 	d := hold
@@ -147,6 +153,20 @@ func (w *waiter) pause(waited time.Duration, probing bool) time.Duration {
 	}
 	d = time.Duration(float64(d) * (0.5 + rand.Float64()))
 	return min(max(d, minPoll), maxPoll)
+}
+
+// pauseWithin is pause for a wait of budget, cut to what is left of the
+// budget, and whether to look again: not when less than minPoll is left.
+// A wait that gave up when its next pause would overrun the budget gave
+// up as much as a pause early (50 ms at a long wait's pace), and a lock
+// freed then went to another process while this one's client was told
+// the store was busy.
+func (w *waiter) pauseWithin(waited, budget time.Duration, probing bool) (time.Duration, bool) {
+	left := budget - waited
+	if left < minPoll {
+		return 0, false
+	}
+	return min(w.pause(waited, probing), left), true
 }
 
 func (w *waiter) holdTime() time.Duration { return w.store.holdTime() }
@@ -353,8 +373,8 @@ func (sh *shard) waitTurnHanding(ctx context.Context, p *probe, start time.Time,
 		if ho != nil && waited >= 2*sh.wait.holdTime() {
 			ho.waiting()
 		}
-		pause := sh.wait.pause(waited, p != nil)
-		if waited+pause > sh.cfg.BusyTimeout {
+		pause, ok := sh.wait.pauseWithin(waited, sh.cfg.BusyTimeout, p != nil)
+		if !ok {
 			return errLockTimeout
 		}
 		if err := backoff.Sleep(ctx, pause); err != nil {

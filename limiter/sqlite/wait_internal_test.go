@@ -26,3 +26,28 @@ func TestALongWaitCostsTensOfLooks(t *testing.T) {
 	}
 	t.Logf("%d looks", looks)
 }
+
+// TestAWaitLooksUntilItsBudgetEnds: a waiter gives up only when its budget
+// (BusyTimeout) is spent, not a pause before it. A last look skipped
+// because the next pause would overrun the budget gave up up to 50 ms
+// early (a pause at a long wait's pace), and a lock freed in that time
+// went to another process while this one's client was told the store was
+// busy.
+func TestAWaitLooksUntilItsBudgetEnds(t *testing.T) {
+	w := &waiter{store: &contention{}}
+	for _, budget := range []time.Duration{10 * time.Millisecond, 300 * time.Millisecond, time.Second, 5 * time.Second} {
+		for range 50 {
+			waited := time.Duration(0)
+			for {
+				d, ok := w.pauseWithin(waited, budget, true)
+				if !ok {
+					break
+				}
+				waited += d
+			}
+			if waited > budget || budget-waited >= minPoll {
+				t.Fatalf("a wait of %v gave up after %v: want the budget, within %v", budget, waited, minPoll)
+			}
+		}
+	}
+}
