@@ -30,6 +30,20 @@ type contention struct {
 	// hold is a moving average of how long this process's write
 	// transactions hold the lock, in nanoseconds.
 	hold atomic.Int64
+	// read is the longest a read of handed-off outcomes took (handoff.go),
+	// in nanoseconds.
+	read atomic.Int64
+}
+
+// observeRead notes how long a read of handed-off outcomes took.
+func (c *contention) observeRead(d time.Duration) { storeMax(&c.read, int64(d)) }
+
+// readBound is how long a read of handed-off outcomes may take once its
+// call has no time left (its deadline passed, its client gone): twice the
+// longest such read, or twice a transaction, 100 ms at least, and never
+// more than budget.
+func (c *contention) readBound(budget time.Duration) time.Duration {
+	return min(max(2*time.Duration(c.read.Load()), 2*c.holdTime(), 100*time.Millisecond), budget)
 }
 
 // observeHold folds one transaction's lock hold time into the average.

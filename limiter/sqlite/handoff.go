@@ -363,14 +363,31 @@ func (ho *handOff) served(ctx context.Context, h *handle) bool {
 // (once 100 ms) sent every served waiter to take the lock after all, to
 // read its outcomes there, one after another (BENCHMARKS.md, "Cold starts
 // on a new file").
+//
+// A call with no time left reads anyway, since a holder may have counted
+// its attempts, and its client would be told of an error for an attempt
+// that was counted: for as long as such reads have taken here (readBound),
+// not a fixed 100 ms. A call whose client has gone (ctx cancelled) reads
+// for no longer than that either, rather than hold the shard's one
+// connection for the rest of its budget.
 func (ho *handOff) collect(ctx context.Context, h *handle) bool {
 	if h == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(ho.deadline), 2*ho.sh.wait.holdTime(), 100*time.Millisecond))
+	c := ho.sh.wait.store
+	bound := c.readBound(ho.sh.cfg.BusyTimeout)
+	if ctx.Err() == nil {
+		bound = max(bound, time.Until(ho.deadline))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
+	begun := time.Now()
 	testHook("outcomes", ho.sh.path)
-	if ho.read(ctx, h.db) != nil || !ho.allGot() {
+	if err := ho.read(ctx, h.db); err != nil {
+		return false
+	}
+	c.observeRead(time.Since(begun))
+	if !ho.allGot() {
 		return false
 	}
 	ho.answered = true

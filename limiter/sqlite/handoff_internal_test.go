@@ -135,3 +135,49 @@ func withHandoffs(t *testing.T, path string) (*Store, *shard, *handle) {
 	}
 	return s, sh, h
 }
+
+// The read of a waiter's outcomes after its deadline (settleLate, once the
+// holder that took its request has committed) takes as long as reads of
+// outcomes have taken here, not a fixed 100 ms: on slow storage a read cut
+// off there told the client of an error for an attempt that was counted.
+// And a call whose client has gone (its context cancelled) reads for no
+// longer than that either, rather than hold the shard's one connection
+// for the rest of its budget to read an answer nobody waits for.
+func TestAReadOfOutcomesTakesAsLongAsReadsHaveTaken(t *testing.T) {
+	ctx := context.Background()
+	_, sh, h := withHandoffs(t, filepath.Join(t.TempDir(), "r.db"))
+	defer sh.release(h)
+	out, err := decide.MarshalOutcome(decide.Outcome{Allowed: true, Decisions: make([]decide.Decision, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handOffFor := func(token string, deadline time.Time) *handOff {
+		if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", out); err != nil {
+			t.Fatal(err)
+		}
+		return &handOff{sh: sh, token: token, slot: -1, deadline: deadline, written: time.Now(), outs: make([]decide.Outcome, 1), got: make([]bool, 1)}
+	}
+	slow := 250 * time.Millisecond
+	testHookOpen = func(stage, _ string) {
+		if stage == "outcomes" {
+			time.Sleep(slow)
+		}
+	}
+	defer func() { testHookOpen = nil }()
+	if !handOffFor(strings.Repeat("a1", 16), time.Now().Add(5*time.Second)).collect(ctx, h) {
+		t.Fatalf("a read of %v, well within its deadline, found no outcome", slow)
+	}
+	// This process's own transactions are short (a served read also folds
+	// into that average): its reads are what is slow.
+	sh.wait.store.hold.Store(int64(time.Millisecond))
+	if !handOffFor(strings.Repeat("b2", 16), time.Now().Add(-time.Second)).collect(ctx, h) {
+		t.Errorf("a read after the deadline was cut off before %v, though reads here take that", slow)
+	}
+	slow = time.Second
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	begun := time.Now()
+	if handOffFor(strings.Repeat("c3", 16), time.Now().Add(5*time.Second)).collect(gone, h) {
+		t.Errorf("a cancelled call read for %v, its budget, where reads have taken %v", time.Since(begun).Round(time.Millisecond), 250*time.Millisecond)
+	}
+}

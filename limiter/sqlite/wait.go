@@ -305,7 +305,7 @@ func (sh *shard) doHanding(ctx context.Context, op string, fn func(*handle) erro
 			ho.busy()
 		}
 		err = sh.waitTurnHanding(ctx, watched.lockProbe(), start, ho)
-		if ho != nil && ho.served(context.WithoutCancel(ctx), watched) {
+		if ho != nil && ho.served(ctx, watched) {
 			return nil
 		}
 		if err != nil {
