@@ -11,10 +11,12 @@ import (
 
 // SQLite's lock bytes in the database file (os_unix.c): a writer holds
 // RESERVED while it writes, and PENDING then the SHARED range while it
-// commits.
+// commits; a reader holds a read lock on one byte of the SHARED range.
 const (
 	pendingByte  = 0x40000000
 	reservedByte = pendingByte + 1
+	sharedFirst  = pendingByte + 2
+	sharedSize   = 510
 )
 
 // probe watches other processes' hold on the database lock without taking
@@ -72,14 +74,20 @@ func (p *probe) held(f *os.File, kind int16, start, n int64) bool {
 }
 
 // writerActive reports whether another process is writing or committing:
-// a write lock on RESERVED or PENDING. It asks as a reader would, because
+// a write lock on RESERVED, PENDING or the SHARED range. The SHARED range
+// counts because a process that rolls back a hot journal (another crashed
+// mid-commit) takes EXCLUSIVE straight from SHARED, a write lock on that
+// range alone; SQLite takes PENDING only on the way to SHARED, or to
+// EXCLUSIVE from RESERVED (os_unix.c). It asks as a reader would, because
 // a reader holds a read lock on PENDING for a moment while it takes its
 // SHARED lock (os_unix.c), and a reader is no writer: asked as a writer
 // would, every process reading made the others' waits go on. Sixteen cold
 // starts served by one holder then read their outcomes one after another,
 // each waiting while the others' reads took their locks (BENCHMARKS.md,
 // "Cold starts on a new file").
-func (p *probe) writerActive() bool { return p.held(p.db, syscall.F_RDLCK, pendingByte, 2) }
+func (p *probe) writerActive() bool {
+	return p.held(p.db, syscall.F_RDLCK, pendingByte, sharedFirst+sharedSize-pendingByte)
+}
 
 // othersWaiting reports whether another process is in the waiting room,
 // where each holds a read lock.

@@ -76,3 +76,22 @@ func TestACommitIsAWriter(t *testing.T) {
 		t.Error("a write lock on PENDING not seen")
 	}
 }
+
+// TestARollbackIsAWriter: a process that finds a hot journal (another
+// crashed mid-commit) rolls it back holding EXCLUSIVE, taken straight from
+// SHARED: a write lock on the SHARED range, with no RESERVED or PENDING
+// (os_unix.c). A waiter that took that for a free lock tried SQLite's lock
+// again and again through the rollback's fsyncs. Readers' read locks on
+// that range are no writer.
+func TestARollbackIsAWriter(t *testing.T) {
+	path, p, _ := newProbe(t)
+	ofdLock(t, path, syscall.F_RDLCK, sharedFirst, sharedSize)
+	if p.writerActive() {
+		t.Error("readers' read locks on the SHARED range taken for a writer")
+	}
+	path, p, _ = newProbe(t)
+	ofdLock(t, path, syscall.F_WRLCK, sharedFirst, sharedSize)
+	if !p.writerActive() {
+		t.Error("a write lock on the SHARED range, a rollback's, not seen")
+	}
+}
