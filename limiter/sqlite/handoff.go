@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -102,8 +103,12 @@ const (
 	// SQLite's own lock bytes are past a page.
 	slotLockBase = 1 << 30
 	servingBase  = slotLockBase + 1024
-	// slotMagic begins a slot that holds a request, in this format.
-	slotMagic = "RLHO1 "
+	// slotMagic begins a slot that holds a request, in this format:
+	// token, deadline, the body's size, and a sum over them and the body
+	// (encodeSlot). A slot of "RLHO1 " (the format before the sum) is not
+	// read as a request, nor is one of these by a process of that release:
+	// each is decided by its own process.
+	slotMagic = "RLHO2 "
 	// requestVersion is the version of a request's and an outcome's
 	// encoding: a holder skips a request of another, and a waiter refuses
 	// an outcome of another rather than decide its attempt again.
@@ -308,12 +313,8 @@ func (ho *handOff) waiting() {
 	var b [8]byte
 	cryptoRead(b[:])
 	ho.token = tokenTime(time.Now()) + hex.EncodeToString(b[:])
-	body, err := json.Marshal(request{V: requestVersion, Attempts: ho.attempts})
-	if err != nil {
-		return
-	}
-	header := fmt.Sprintf("%s%s %d %d\n", slotMagic, ho.token, ho.deadline.UnixNano(), len(body))
-	if len(header)+len(body) > slotSize {
+	slot, err := encodeSlot(ho.token, ho.deadline, request{V: requestVersion, Attempts: ho.attempts})
+	if err != nil || len(slot) > slotSize {
 		return
 	}
 	f, err := ho.sh.requests.file(ho.sh.path, true)
@@ -333,7 +334,7 @@ func (ho *handOff) waiting() {
 	}
 	// From here the slot may hold the request, whether or not the write
 	// reports success: claim clears it before the batch decides itself.
-	if _, err := f.WriteAt(append([]byte(header), body...), int64(ho.slot)*slotSize); err == nil && f.Sync() == nil {
+	if _, err := f.WriteAt(slot, int64(ho.slot)*slotSize); err == nil && f.Sync() == nil {
 		ho.written = time.Now()
 	}
 }
@@ -673,6 +674,35 @@ func (sh *shard) readRequests(f *os.File, own string, by time.Time) []waitingReq
 	return out
 }
 
+// encodeSlot is what a slot holds for req under token, due by deadline.
+//
+// The header carries a sum over itself and the body because a holder may
+// read a slot while its waiter writes a new request over the one it held
+// before: nothing orders a read of the file against another process's
+// write, and Linux does not make the two atomic to each other, so a
+// reader can see the new header with the old body, or any splice of the
+// two. Read as a request, that decided the old attempts again under the
+// new token, and answered the new request with their outcomes (a tester
+// saw a waiter told of another key's count).
+func encodeSlot(token string, deadline time.Time, req request) ([]byte, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	fields := fmt.Sprintf("%s %d %d", token, deadline.UnixNano(), len(body))
+	return append(fmt.Appendf(nil, "%s%s %s\n", slotMagic, fields, slotSum(fields, body)), body...), nil
+}
+
+// slotSum is the sum of a slot's header fields and body: the first 16
+// bytes of their SHA-256, in hex.
+func slotSum(fields string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(fields))
+	h.Write([]byte{'\n'})
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // parseSlot reads the request in one slot, if it holds a whole one.
 func parseSlot(b []byte) (waitingRequest, bool) {
 	var q waitingRequest
@@ -683,8 +713,9 @@ func parseSlot(b []byte) (waitingRequest, bool) {
 	if end < 0 {
 		return q, false
 	}
-	fields := strings.Fields(string(b[len(slotMagic):end]))
-	if len(fields) != 3 || !isToken(fields[0]) {
+	header := string(b[len(slotMagic):end])
+	fields := strings.Fields(header)
+	if len(fields) != 4 || !isToken(fields[0]) {
 		return q, false
 	}
 	deadline, err1 := strconv.ParseInt(fields[1], 10, 64)
@@ -692,7 +723,12 @@ func parseSlot(b []byte) (waitingRequest, bool) {
 	if err1 != nil || err2 != nil || size < 0 || end+1+size > len(b) {
 		return q, false
 	}
-	if json.Unmarshal(b[end+1:end+1+size], &q.req) != nil || q.req.V != requestVersion || len(q.req.Attempts) == 0 {
+	body := b[end+1 : end+1+size]
+	summed := strings.Join(fields[:3], " ")
+	if header != summed+" "+fields[3] || fields[3] != slotSum(summed, body) {
+		return q, false
+	}
+	if json.Unmarshal(body, &q.req) != nil || q.req.V != requestVersion || len(q.req.Attempts) == 0 {
 		return q, false
 	}
 	q.token, q.deadline = fields[0], time.Unix(0, deadline)

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,23 +20,27 @@ import (
 // left to its process, which decides it itself.
 func TestASlotIsARequestOnlyWhenWhole(t *testing.T) {
 	token := strings.Repeat("ab", 16)
-	body, _ := json.Marshal(request{V: requestVersion, Attempts: []limiter.Attempt{{Charges: []limiter.Charge{{Key: "k"}}}}})
-	slot := func(v int, body []byte, size int) []byte {
-		b := fmt.Appendf(nil, "%s%s %d %d\n", slotMagic, token, time.Now().Add(time.Second).UnixNano(), size)
-		if v != requestVersion {
-			body = []byte(strings.Replace(string(body), `"v":1`, fmt.Sprintf(`"v":%d`, v), 1))
+	attempts := []limiter.Attempt{{Charges: []limiter.Charge{{Key: "k"}}}}
+	slot := func(v int) []byte {
+		b, err := encodeSlot(token, time.Now().Add(time.Second), request{V: v, Attempts: attempts})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return append(b, body...)
+		return b
 	}
-	if q, ok := parseSlot(slot(requestVersion, body, len(body))); !ok || q.token != token || len(q.req.Attempts) != 1 {
+	whole := slot(requestVersion)
+	if q, ok := parseSlot(whole); !ok || q.token != token || len(q.req.Attempts) != 1 {
 		t.Errorf("a whole request read as %+v, %v", q, ok)
 	}
+	body := whole[bytes.IndexByte(whole, '\n')+1:]
 	for name, b := range map[string][]byte{
-		"cut short":       slot(requestVersion, body[:len(body)/2], len(body)),
-		"another version": slot(2, body, len(body)),
-		"cleared":         append(make([]byte, len(slotMagic)+1), slot(requestVersion, body, len(body))[len(slotMagic)+1:]...),
-		"no header end":   []byte(slotMagic + token),
-		"a bad token":     []byte(strings.Replace(string(slot(requestVersion, body, len(body))), token, strings.Repeat("zz", 16), 1)),
+		"cut short":                 whole[:len(whole)-len(body)/2],
+		"another version":           slot(2),
+		"cleared":                   append(make([]byte, len(slotMagic)+1), whole[len(slotMagic)+1:]...),
+		"no header end":             []byte(slotMagic + token),
+		"a bad token":               bytes.Replace(whole, []byte(token), []byte(strings.Repeat("zz", 16)), 1),
+		"a changed body":            bytes.Replace(whole, []byte(`"k"`), []byte(`"j"`), 1),
+		"the format before the sum": append(fmt.Appendf(nil, "RLHO1 %s %d %d\n", token, time.Now().Add(time.Second).UnixNano(), len(body)), body...),
 	} {
 		if _, ok := parseSlot(b); ok {
 			t.Errorf("%s: read as a request", name)
@@ -179,5 +184,48 @@ func TestAReadOfOutcomesTakesAsLongAsReadsHaveTaken(t *testing.T) {
 	begun := time.Now()
 	if handOffFor(strings.Repeat("c3", 16), time.Now().Add(5*time.Second)).collect(gone, h) {
 		t.Errorf("a cancelled call read for %v, its budget, where reads have taken %v", time.Since(begun).Round(time.Millisecond), 250*time.Millisecond)
+	}
+}
+
+// A holder may read a slot while its waiter writes a new request over the
+// one it held before (nothing orders a read of the file against another
+// process's write, and Linux does not make them atomic to each other): it
+// can see the new request's header and the old one's body, or any other
+// splice of the two. Such a slot is never read as a request: taken for
+// one, the holder decided the old request's attempts under the new token,
+// counted them again, and answered the new request with the old one's
+// outcomes (a tester saw a waiter told of another key's count).
+func TestATornSlotIsNoRequest(t *testing.T) {
+	mk := func(tag string, keys ...string) ([]byte, string, []limiter.Attempt) {
+		token := tokenTime(time.Now()) + strings.Repeat(tag, 8)
+		var as []limiter.Attempt
+		for i, k := range keys {
+			as = append(as, limiter.Attempt{Charges: []limiter.Charge{{Policy: limiter.Policy{Name: "p", Limit: 9, Window: time.Hour}, Key: k}}, RequestID: fmt.Sprintf("%s-%d", tag, i)})
+		}
+		b, err := encodeSlot(token, time.Now().Add(time.Hour), request{V: requestVersion, Attempts: as})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, token, as
+	}
+	older, tokOld, asOld := mk("a1", "k1", "k2")
+	newer, tokNew, asNew := mk("b2", "k3", "k4")
+	if len(older) != len(newer) {
+		t.Fatalf("slots of %d and %d bytes: the test wants a splice of two of one length", len(older), len(newer))
+	}
+	jsonOf := func(as []limiter.Attempt) []byte { b, _ := json.Marshal(as); return b }
+	whole := map[string][]byte{tokOld: jsonOf(asOld), tokNew: jsonOf(asNew)}
+	for _, pair := range [][2][]byte{{newer, older}, {older, newer}} {
+		for k := range len(older) + 1 {
+			torn := append(append([]byte{}, pair[0][:k]...), pair[1][k:]...)
+			q, ok := parseSlot(torn)
+			if !ok {
+				continue
+			}
+			got, _ := json.Marshal(q.req.Attempts)
+			if want, known := whole[q.token]; !known || string(got) != string(want) {
+				t.Fatalf("a splice at byte %d read as request %s with attempts %s", k, q.token, got)
+			}
+		}
 	}
 }
