@@ -30,18 +30,20 @@ type contention struct {
 	// hold is a moving average of how long this process's write
 	// transactions hold the lock, in nanoseconds.
 	hold atomic.Int64
-	// read is the longest a read of handed-off outcomes took (handoff.go),
-	// in nanoseconds.
+	// read is a moving average of how long a read of handed-off outcomes
+	// takes (handoff.go), in nanoseconds: an average, not the longest, so
+	// that one read slowed by a stall does not stretch every late read
+	// after it.
 	read atomic.Int64
 }
 
-// observeRead notes how long a read of handed-off outcomes took.
-func (c *contention) observeRead(d time.Duration) { storeMax(&c.read, int64(d)) }
+// observeRead folds one read of handed-off outcomes into the average.
+func (c *contention) observeRead(d time.Duration) { fold(&c.read, int64(d), true) }
 
 // readBound is how long a read of handed-off outcomes may take once its
-// call has no time left (its deadline passed, its client gone): twice the
-// longest such read, or twice a transaction, 100 ms at least, and never
-// more than budget.
+// call has no time left (its deadline passed, its client gone): twice such
+// a read, or twice a transaction, 100 ms at least, and never more than
+// budget.
 func (c *contention) readBound(budget time.Duration) time.Duration {
 	return min(max(2*time.Duration(c.read.Load()), 2*c.holdTime(), 100*time.Millisecond), budget)
 }

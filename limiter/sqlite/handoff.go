@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ft251/ratelimit/internal/backoff"
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
@@ -349,12 +350,12 @@ func cryptoRead(b []byte) { _, _ = crand.Read(b) }
 // served reads, on h's connection, the outcomes recorded for the request,
 // and reports whether every attempt has one: then the batch is answered.
 // A read that fails (the table is not there yet, a commit holds the lock)
-// finds none.
+// finds none: the batch goes on waiting, and reads again.
 func (ho *handOff) served(ctx context.Context, h *handle) bool {
 	if ho.written.IsZero() || ho.cleared {
 		return false
 	}
-	return ho.collect(ctx, h)
+	return ho.collect(ctx, h, false)
 }
 
 // collect reads the outcomes on h's connection, and reports whether every
@@ -367,11 +368,18 @@ func (ho *handOff) served(ctx context.Context, h *handle) bool {
 //
 // A call with no time left reads anyway, since a holder may have counted
 // its attempts, and its client would be told of an error for an attempt
-// that was counted: for as long as such reads have taken here (readBound),
-// not a fixed 100 ms. A call whose client has gone (ctx cancelled) reads
-// for no longer than that either, rather than hold the shard's one
-// connection for the rest of its budget.
-func (ho *handOff) collect(ctx context.Context, h *handle) bool {
+// that was counted: for as long as such reads take here (readBound), not
+// a fixed 100 ms. A call whose client has gone (ctx cancelled) reads for
+// no longer than that either, rather than hold the shard's one connection
+// for the rest of its budget. The time a read takes is the query's, not
+// the wait for the connection, which another of this process's calls may
+// hold.
+//
+// The last read (last: the call gives up after it) is tried again while
+// it is refused because another process is committing (SQLITE_BUSY: the
+// store lets SQLite wait for nothing), until that bound: taken for no
+// outcome, it told the client of an error for an attempt that was counted.
+func (ho *handOff) collect(ctx context.Context, h *handle, last bool) bool {
 	if h == nil {
 		return false
 	}
@@ -382,12 +390,23 @@ func (ho *handOff) collect(ctx context.Context, h *handle) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
-	begun := time.Now()
-	testHook("outcomes", ho.sh.path)
-	if err := ho.read(ctx, h.db); err != nil {
+	conn, err := h.db.Conn(ctx)
+	if err != nil {
 		return false
 	}
-	c.observeRead(time.Since(begun))
+	defer conn.Close()
+	for {
+		begun := time.Now()
+		testHook("outcomes", ho.sh.path)
+		err := ho.read(ctx, conn)
+		if err == nil {
+			c.observeRead(time.Since(begun))
+			break
+		}
+		if !last || !isBusy(err) || backoff.Sleep(ctx, ho.sh.wait.pause(0, true)) != nil {
+			return false
+		}
+	}
 	if !ho.allGot() {
 		return false
 	}
@@ -428,7 +447,7 @@ func (ho *handOff) settleLate(ctx context.Context, h *handle) bool {
 	for servingHeld(f, ho.slot) && time.Now().Before(until) {
 		time.Sleep(w.pause(0, true))
 	}
-	return ho.collect(ctx, h)
+	return ho.collect(ctx, h, true)
 }
 
 // allGot reports whether every attempt's outcome was found.

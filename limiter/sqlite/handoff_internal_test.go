@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,21 +170,21 @@ func TestAReadOfOutcomesTakesAsLongAsReadsHaveTaken(t *testing.T) {
 		}
 	}
 	defer func() { testHookOpen = nil }()
-	if !handOffFor(strings.Repeat("a1", 16), time.Now().Add(5*time.Second)).collect(ctx, h) {
+	if !handOffFor(strings.Repeat("a1", 16), time.Now().Add(5*time.Second)).collect(ctx, h, true) {
 		t.Fatalf("a read of %v, well within its deadline, found no outcome", slow)
 	}
 	// This process's own transactions are short (a served read also folds
 	// into that average): its reads are what is slow.
 	sh.wait.store.hold.Store(int64(time.Millisecond))
-	if !handOffFor(strings.Repeat("b2", 16), time.Now().Add(-time.Second)).collect(ctx, h) {
+	if !handOffFor(strings.Repeat("b2", 16), time.Now().Add(-time.Second)).collect(ctx, h, true) {
 		t.Errorf("a read after the deadline was cut off before %v, though reads here take that", slow)
 	}
 	slow = time.Second
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	begun := time.Now()
-	if handOffFor(strings.Repeat("c3", 16), time.Now().Add(5*time.Second)).collect(gone, h) {
-		t.Errorf("a cancelled call read for %v, its budget, where reads have taken %v", time.Since(begun).Round(time.Millisecond), 250*time.Millisecond)
+	if handOffFor(strings.Repeat("c3", 16), time.Now().Add(5*time.Second)).collect(gone, h, true) {
+		t.Errorf("a cancelled call read on for %v and found its outcome, where reads here take %v: it held the connection for the rest of its 5 s budget", time.Since(begun).Round(time.Millisecond), 250*time.Millisecond)
 	}
 }
 
@@ -227,5 +228,60 @@ func TestATornSlotIsNoRequest(t *testing.T) {
 				t.Fatalf("a splice at byte %d read as request %s with attempts %s", k, q.token, got)
 			}
 		}
+	}
+}
+
+// TestALateReadWaitsOutAnotherCommit: a waiter whose wait ran out reads
+// what the holder committed for it once that holder's COMMIT has ended
+// (settleLate); by then another process may be committing, and in a
+// rollback journal a read is refused (SQLITE_BUSY, at once: the store
+// lets SQLite wait for nothing) while a commit holds the file. The read
+// is tried again until its bound, not taken for no outcome: the waiter
+// was told of an error for an attempt that was counted (a tester saw two,
+// 16 processes on one file).
+func TestALateReadWaitsOutAnotherCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "l.db")
+	_, sh, h := withHandoffs(t, path)
+	defer sh.release(h)
+	out, err := decide.MarshalOutcome(decide.Outcome{Allowed: true, Decisions: make([]decide.Decision, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.Repeat("d4", 16)
+	if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.requests.file(path, true); err != nil { // its slot's file
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil { // another's commit, holding the file
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, err := conn.ExecContext(ctx, "COMMIT")
+		committed <- err
+	}()
+	sh.wait.store.hold.Store(int64(200 * time.Millisecond)) // transactions here are long: the bound is 400 ms
+	gone, cancel := context.WithTimeout(ctx, -time.Second)
+	defer cancel()
+	ho := &handOff{sh: sh, token: token, slot: 0, deadline: time.Now().Add(-time.Second), written: time.Now().Add(-time.Second), outs: make([]decide.Outcome, 1), got: make([]bool, 1)}
+	if !ho.settleLate(gone, h) {
+		t.Error("a late read refused while another process committed took the committed outcome for none")
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
 	}
 }
