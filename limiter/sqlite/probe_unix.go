@@ -11,7 +11,7 @@ import (
 
 // SQLite's lock bytes in the database file (os_unix.c): a writer holds
 // RESERVED while it writes, and PENDING then the SHARED range while it
-// commits; a reader holds a read lock on one byte of the SHARED range.
+// commits; a reader holds a read lock on the SHARED range.
 const (
 	pendingByte  = 0x40000000
 	reservedByte = pendingByte + 1

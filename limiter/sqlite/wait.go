@@ -38,8 +38,8 @@ import (
 //     its wait so far when that is longer: every half transaction, at
 //     most 50 ms, jittered (see pause);
 //   - tries SQLite's lock when the holder is gone, until the budget
-//     (BusyTimeout) or the request's deadline runs out, its last look at
-//     the budget's end (pauseWithin).
+//     (BusyTimeout) or the request's deadline runs out, its last look
+//     just before the budget's end, leaving room for its try (pauseWithin).
 //
 // Once the store has found the lock taken often (see contention), a
 // transaction looks at the lock before its BEGIN, one F_GETLK, and waits
@@ -70,6 +70,9 @@ const (
 	// minPoll and maxPoll bound one sleep between tries.
 	minPoll = 50 * time.Microsecond
 	maxPoll = 50 * time.Millisecond
+	// lastTry is the room a wait leaves, after its last look, for the try
+	// that look may lead to (a tenth of the budget, if less).
+	lastTry = 5 * time.Millisecond
 	// initialHold is the guess of a transaction's length before one has
 	// been measured: a local disk's fsyncs.
 	initialHold = time.Millisecond
@@ -155,14 +158,16 @@ func (w *waiter) pause(waited time.Duration, probing bool) time.Duration {
 	return min(max(d, minPoll), maxPoll)
 }
 
-// pauseWithin is pause for a wait of budget, cut to what is left of the
-// budget, and whether to look again: not when less than minPoll is left.
-// A wait that gave up when its next pause would overrun the budget gave
-// up as much as a pause early (50 ms at a long wait's pace), and a lock
-// freed then went to another process while this one's client was told
-// the store was busy.
+// pauseWithin is pause for a wait of budget, cut so that the last look
+// comes a try's room (lastTry) before the budget's end, and whether to
+// look again: not when less than minPoll is left before that. A wait that
+// gave up when its next pause would overrun the budget gave up as much as
+// a pause early (50 ms at a long wait's pace), and a lock freed then went
+// to another process while this one's client was told the store was busy.
+// A look at the budget's very end would find no time left for its try:
+// waiting for this process's connection shares the budget (write).
 func (w *waiter) pauseWithin(waited, budget time.Duration, probing bool) (time.Duration, bool) {
-	left := budget - waited
+	left := budget - min(lastTry, budget/10) - waited
 	if left < minPoll {
 		return 0, false
 	}
