@@ -377,8 +377,9 @@ func (ho *handOff) served(ctx context.Context, h *handle) bool {
 //
 // The last read (last: the call gives up after it) is tried again while
 // it is refused because another process is committing (SQLITE_BUSY: the
-// store lets SQLite wait for nothing), until that bound: taken for no
-// outcome, it told the client of an error for an attempt that was counted.
+// store lets SQLite wait for nothing), until that bound, the connection
+// given back between tries (readOn): taken for no outcome, it told the
+// client of an error for an attempt that was counted.
 func (ho *handOff) collect(ctx context.Context, h *handle, last bool) bool {
 	if h == nil {
 		return false
@@ -390,17 +391,9 @@ func (ho *handOff) collect(ctx context.Context, h *handle, last bool) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
-	conn, err := h.db.Conn(ctx)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
 	for {
-		begun := time.Now()
-		testHook("outcomes", ho.sh.path)
-		err := ho.read(ctx, conn)
+		err := ho.readOn(ctx, h)
 		if err == nil {
-			c.observeRead(time.Since(begun))
 			break
 		}
 		if !last || !isBusy(err) || backoff.Sleep(ctx, ho.sh.wait.pause(0, true)) != nil {
@@ -417,6 +410,25 @@ func (ho *handOff) collect(ctx context.Context, h *handle, last bool) bool {
 	// transaction of the holder's, and sets the pace instead (wait.go).
 	ho.sh.wait.store.observeHold(time.Since(ho.written))
 	return true
+}
+
+// readOn reads the outcomes on h's connection, taken for the read and
+// given back after it (not held while the caller sleeps between tries),
+// and folds the read's time, not the wait for the connection, into the
+// store's average.
+func (ho *handOff) readOn(ctx context.Context, h *handle) error {
+	conn, err := h.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	begun := time.Now()
+	testHook("outcomes", ho.sh.path)
+	if err := ho.read(ctx, conn); err != nil {
+		return err
+	}
+	ho.sh.wait.store.observeRead(time.Since(begun))
+	return nil
 }
 
 // settleLate runs when the batch's call fails (its wait ran out, its

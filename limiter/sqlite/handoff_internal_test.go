@@ -238,7 +238,8 @@ func TestATornSlotIsNoRequest(t *testing.T) {
 // lets SQLite wait for nothing) while a commit holds the file. The read
 // is tried again until its bound, not taken for no outcome: the waiter
 // was told of an error for an attempt that was counted (a tester saw two,
-// 16 processes on one file).
+// 16 processes on one file). Between its tries it gives the shard's one
+// connection back: this process's other calls are not held up meanwhile.
 func TestALateReadWaitsOutAnotherCommit(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "l.db")
@@ -268,9 +269,15 @@ func TestALateReadWaitsOutAnotherCommit(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil { // another's commit, holding the file
 		t.Fatal(err)
 	}
-	committed := make(chan error, 1)
+	committed, meanwhile := make(chan error, 1), make(chan error, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		// Another call of this process, while the late read retries.
+		qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		var one int
+		meanwhile <- h.db.QueryRowContext(qctx, "SELECT 1").Scan(&one)
+		cancel()
+		time.Sleep(100 * time.Millisecond)
 		_, err := conn.ExecContext(ctx, "COMMIT")
 		committed <- err
 	}()
@@ -280,6 +287,9 @@ func TestALateReadWaitsOutAnotherCommit(t *testing.T) {
 	ho := &handOff{sh: sh, token: token, slot: 0, deadline: time.Now().Add(-time.Second), written: time.Now().Add(-time.Second), outs: make([]decide.Outcome, 1), got: make([]bool, 1)}
 	if !ho.settleLate(gone, h) {
 		t.Error("a late read refused while another process committed took the committed outcome for none")
+	}
+	if err := <-meanwhile; err != nil {
+		t.Errorf("another call of this process, during the late read's tries: %v", err)
 	}
 	if err := <-committed; err != nil {
 		t.Fatal(err)
