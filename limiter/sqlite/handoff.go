@@ -384,8 +384,7 @@ func (ho *handOff) collect(ctx context.Context, h *handle, last bool) bool {
 	if h == nil {
 		return false
 	}
-	c := ho.sh.wait.store
-	bound := c.readBound(ho.sh.cfg.BusyTimeout)
+	bound := ho.sh.wait.store.readBound(ho.sh.cfg.BusyTimeout)
 	if ctx.Err() == nil {
 		bound = max(bound, time.Until(ho.deadline))
 	}
@@ -744,9 +743,15 @@ func parseSlot(b []byte) (waitingRequest, bool) {
 	if end < 0 {
 		return q, false
 	}
+	// The sum is the header's last field, over what comes before it.
 	header := string(b[len(slotMagic):end])
-	fields := strings.Fields(header)
-	if len(fields) != 4 || !isToken(fields[0]) {
+	cut := strings.LastIndexByte(header, ' ')
+	if cut < 0 {
+		return q, false
+	}
+	summed, sum := header[:cut], header[cut+1:]
+	fields := strings.Fields(summed)
+	if len(fields) != 3 || !isToken(fields[0]) {
 		return q, false
 	}
 	deadline, err1 := strconv.ParseInt(fields[1], 10, 64)
@@ -755,8 +760,7 @@ func parseSlot(b []byte) (waitingRequest, bool) {
 		return q, false
 	}
 	body := b[end+1 : end+1+size]
-	summed := strings.Join(fields[:3], " ")
-	if header != summed+" "+fields[3] || fields[3] != slotSum(summed, body) {
+	if sum != slotSum(summed, body) {
 		return q, false
 	}
 	if json.Unmarshal(body, &q.req) != nil || q.req.V != requestVersion || len(q.req.Attempts) == 0 {
