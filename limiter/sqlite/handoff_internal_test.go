@@ -142,6 +142,20 @@ func withHandoffs(t *testing.T, path string) (*Store, *shard, *handle) {
 	return s, sh, h
 }
 
+// recorded is a hand-off of one attempt due by deadline, whose outcome a
+// holder has recorded on h under token.
+func recorded(t *testing.T, sh *shard, h *handle, token string, deadline time.Time) *handOff {
+	t.Helper()
+	out, err := decide.MarshalOutcome(decide.Outcome{Allowed: true, Decisions: make([]decide.Decision, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.db.ExecContext(context.Background(), recordSQL, token+".0", out); err != nil {
+		t.Fatal(err)
+	}
+	return &handOff{sh: sh, token: token, slot: -1, deadline: deadline, written: time.Now(), outs: make([]decide.Outcome, 1), got: make([]bool, 1)}
+}
+
 // The read of a waiter's outcomes after its deadline (settleLate, once the
 // holder that took its request has committed) takes as long as reads of
 // outcomes have taken here, not a fixed 100 ms: on slow storage a read cut
@@ -153,16 +167,6 @@ func TestAReadOfOutcomesTakesAsLongAsReadsHaveTaken(t *testing.T) {
 	ctx := context.Background()
 	_, sh, h := withHandoffs(t, filepath.Join(t.TempDir(), "r.db"))
 	defer sh.release(h)
-	out, err := decide.MarshalOutcome(decide.Outcome{Allowed: true, Decisions: make([]decide.Decision, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handOffFor := func(token string, deadline time.Time) *handOff {
-		if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", out); err != nil {
-			t.Fatal(err)
-		}
-		return &handOff{sh: sh, token: token, slot: -1, deadline: deadline, written: time.Now(), outs: make([]decide.Outcome, 1), got: make([]bool, 1)}
-	}
 	slow := 250 * time.Millisecond
 	testHookOpen = func(stage, _ string) {
 		if stage == "outcomes" {
@@ -170,20 +174,20 @@ func TestAReadOfOutcomesTakesAsLongAsReadsHaveTaken(t *testing.T) {
 		}
 	}
 	defer func() { testHookOpen = nil }()
-	if !handOffFor(strings.Repeat("a1", 16), time.Now().Add(5*time.Second)).collect(ctx, h, true) {
+	if !recorded(t, sh, h, strings.Repeat("a1", 16), time.Now().Add(5*time.Second)).collect(ctx, h, true) {
 		t.Fatalf("a read of %v, well within its deadline, found no outcome", slow)
 	}
 	// This process's own transactions are short (a served read also folds
 	// into that average): its reads are what is slow.
 	sh.wait.store.hold.Store(int64(time.Millisecond))
-	if !handOffFor(strings.Repeat("b2", 16), time.Now().Add(-time.Second)).collect(ctx, h, true) {
+	if !recorded(t, sh, h, strings.Repeat("b2", 16), time.Now().Add(-time.Second)).collect(ctx, h, true) {
 		t.Errorf("a read after the deadline was cut off before %v, though reads here take that", slow)
 	}
 	slow = time.Second
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	begun := time.Now()
-	if handOffFor(strings.Repeat("c3", 16), time.Now().Add(5*time.Second)).collect(gone, h, true) {
+	if recorded(t, sh, h, strings.Repeat("c3", 16), time.Now().Add(5*time.Second)).collect(gone, h, true) {
 		t.Errorf("a cancelled call read on for %v and found its outcome, where reads here take %v: it held the connection for the rest of its 5 s budget", time.Since(begun).Round(time.Millisecond), 250*time.Millisecond)
 	}
 }
@@ -245,14 +249,8 @@ func TestALateReadWaitsOutAnotherCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.db")
 	_, sh, h := withHandoffs(t, path)
 	defer sh.release(h)
-	out, err := decide.MarshalOutcome(decide.Outcome{Allowed: true, Decisions: make([]decide.Decision, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.Repeat("d4", 16)
-	if _, err := h.db.ExecContext(ctx, recordSQL, token+".0", out); err != nil {
-		t.Fatal(err)
-	}
+	ho := recorded(t, sh, h, strings.Repeat("d4", 16), time.Now().Add(-time.Second))
+	ho.slot = 0                                             // it holds a slot, which settleLate clears
 	if _, err := sh.requests.file(path, true); err != nil { // its slot's file
 		t.Fatal(err)
 	}
@@ -284,7 +282,6 @@ func TestALateReadWaitsOutAnotherCommit(t *testing.T) {
 	sh.wait.store.hold.Store(int64(200 * time.Millisecond)) // transactions here are long: the bound is 400 ms
 	gone, cancel := context.WithTimeout(ctx, -time.Second)
 	defer cancel()
-	ho := &handOff{sh: sh, token: token, slot: 0, deadline: time.Now().Add(-time.Second), written: time.Now().Add(-time.Second), outs: make([]decide.Outcome, 1), got: make([]bool, 1)}
 	if !ho.settleLate(gone, h) {
 		t.Error("a late read refused while another process committed took the committed outcome for none")
 	}
