@@ -251,15 +251,15 @@ func queryColumn(t *testing.T, db *sql.DB, query string) []string {
 // A turn lingers after a batch only where that can gather anything: on
 // EFS, where a transaction holds the lock for tens of milliseconds, for a
 // 16th of it up to 2 ms; in WAL on a local disk, where it holds it for a
-// fraction of a millisecond, not at all, since the linger could not look
-// at the queue even once and would leave the lock idle.
+// fraction of a millisecond, not at all, since its clients could not be
+// back in time and the linger would leave the lock idle.
 func TestATurnLingersOnlyWhereItCanGather(t *testing.T) {
 	for _, c := range []struct {
 		hold, want time.Duration
 	}{
 		{300 * time.Microsecond, 0},                     // WAL, local disk
-		{16*sqlite.GatherStep - 1, 0},                   // just short of one look
-		{16 * sqlite.GatherStep, sqlite.GatherStep},     // one look
+		{16*sqlite.MinLinger - 1, 0},                    // just short of the shortest
+		{16 * sqlite.MinLinger, sqlite.MinLinger},       // the shortest
 		{10 * time.Millisecond, 625 * time.Microsecond}, // DELETE, local disk
 		{90 * time.Millisecond, 2 * time.Millisecond},   // EFS
 	} {

@@ -27,8 +27,8 @@ func Queued(s *Store, i int) int {
 }
 
 // LingerFor is how long a turn lingers after a batch of several when a
-// transaction holds the lock for hold; GatherStep is one look at the queue.
-var LingerFor, GatherStep = lingerFor, gatherStep
+// transaction holds the lock for hold; MinLinger is the shortest it does.
+var LingerFor, MinLinger = lingerFor, minLinger
 
 // SetServedHook sets testHookServed until restore is called.
 func SetServedHook(f func(path string, n int)) (restore func()) {

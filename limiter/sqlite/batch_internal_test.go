@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// arrive queues one request on b from a goroutine of its own and waits
+// until it is in the queue; leads receives its index if it gets the turn.
+func arrive(t *testing.T, b *batcher, i int, leads chan<- int) *pending {
+	t.Helper()
+	p := newPending(context.Background(), limiter.Attempt{}, false)
+	go func() {
+		if b.turn(p) {
+			leads <- i
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		in := slices.Contains(b.queue, p) || p.state != queued
+		b.mu.Unlock()
+		if in {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a request did not queue in 10 s")
+		}
+	}
+}
+
+// led is the index the turn went to, within 10 s (a bound on a hang, not
+// a timing).
+func led(t *testing.T, leads <-chan int) int {
+	t.Helper()
+	select {
+	case i := <-leads:
+		return i
+	case <-time.After(10 * time.Second):
+		t.Fatal("the turn did not pass in 10 s")
+		return -1
+	}
+}
+
+// finish answers the leader's batch so that every goroutine of a test ends.
+func finish(b *batcher, leader *pending) {
+	batch := b.take(leader, MaxBatch)
+	b.answer(batch, make([]decide.Outcome, len(batch)), nil)
+	b.handOff()
+}
+
+// TestALingerWaitsForTheClientsItAnswered: after a batch of three, with
+// nothing waiting behind it, the turn passes once the three clients'
+// next requests wait, not when two of them have come and the third is a
+// moment later, and at once when the third comes: the three form one
+// batch. (It used to look at the queue in steps and end at the first step
+// it had not grown: it passed the turn with two.)
+func TestALingerWaitsForTheClientsItAnswered(t *testing.T) {
+	var b batcher
+	b.active = true
+	b.linger(time.Hour, 3, MaxBatch)
+	leads := make(chan int, 3)
+	first := arrive(t, &b, 0, leads)
+	arrive(t, &b, 1, leads)
+	time.Sleep(20 * time.Millisecond) // the third client is slow
+	select {
+	case i := <-leads:
+		t.Fatalf("the turn passed to request %d with two of three back", i)
+	default:
+	}
+	arrive(t, &b, 2, leads)
+	if i := led(t, leads); i != 0 {
+		t.Fatalf("the turn passed to request %d, want the first to arrive", i)
+	}
+	if n := b.waiting(); n != 2 {
+		t.Errorf("%d wait behind the new leader, want the other two", n)
+	}
+	finish(&b, first)
+}
+
+// TestALingerEndsInItsTime: clients that do not all come back hold the
+// turn no longer than the linger: its timer passes it to the one that
+// came, and a request that arrives after the linger's time takes it at
+// once, its timer not yet run. A linger never waits for more than a batch
+// holds.
+func TestALingerEndsInItsTime(t *testing.T) {
+	t.Run("timer", func(t *testing.T) {
+		var b batcher
+		b.active = true
+		b.linger(5*time.Millisecond, 3, MaxBatch)
+		leads := make(chan int, 1)
+		p := arrive(t, &b, 0, leads)
+		if i := led(t, leads); i != 0 {
+			t.Fatalf("the turn passed to %d", i)
+		}
+		finish(&b, p)
+	})
+	t.Run("late arrival", func(t *testing.T) {
+		var b batcher
+		b.active = true
+		b.linger(time.Hour, 3, MaxBatch)
+		b.mu.Lock()
+		b.until = time.Now().Add(-time.Millisecond) // its time is over; the timer has not run
+		b.mu.Unlock()
+		leads := make(chan int, 1)
+		p := arrive(t, &b, 0, leads)
+		if i := led(t, leads); i != 0 {
+			t.Fatalf("the turn passed to %d", i)
+		}
+		finish(&b, p)
+	})
+	t.Run("most", func(t *testing.T) {
+		var b batcher
+		b.active = true
+		b.linger(time.Hour, 5, 2)
+		leads := make(chan int, 2)
+		p := arrive(t, &b, 0, leads)
+		arrive(t, &b, 1, leads)
+		if i := led(t, leads); i != 0 {
+			t.Fatalf("the turn passed to %d", i)
+		}
+		finish(&b, p)
+	})
+}
