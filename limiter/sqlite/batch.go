@@ -32,8 +32,8 @@ import (
 //   - After a batch of several, the turn lingers a moment (a 16th of a
 //     transaction, 2 ms at most) for the next requests of the clients it
 //     just answered, so that they form one batch rather than a batch of
-//     one and one of the rest (see linger): until they are back, or the
-//     moment is over. Not where a 16th of a transaction is shorter than
+//     one and one of the rest (see linger): until as many wait as it
+//     answered, or the moment is over. Not where a 16th of a transaction is shorter than
 //     minLinger (WAL on a local disk): there the lock would stand idle
 //     for nothing.
 //   - A request whose context ends while it queues is answered with its
@@ -164,8 +164,9 @@ func dropped(q []*pending, p *pending) []*pending {
 
 // linger ends the turn after a batch of several once the requests its
 // members' clients send next have had a moment to arrive: as soon as as
-// many wait as the batch answered and had waiting behind it (most at
-// most), or d from now, whichever comes first. Without it, in a busy
+// many wait as the batch answered plus those that waited behind it when
+// it answered (before, queued: a client already back is not counted
+// twice), most at most, or once d has passed. Without it, in a busy
 // process, the first of them to come back would find no transaction in
 // flight and start one alone, the others would queue behind it, and the
 // process's clients would split into a batch of one and a batch of the
@@ -178,12 +179,16 @@ func dropped(q []*pending, p *pending) []*pending {
 // measured on this project's 2-core machine), so a linger meant to last a
 // 16th of a 2 ms transaction left the lock idle up to half of one, and
 // ended at the first step the queue did not grow, however many were still
-// on their way. The timer below only ends a linger whose clients do not
-// all come back; the first arrival after until ends it too.
-func (b *batcher) linger(d time.Duration, answered, most int) {
+// on their way. After d the first arrival ends it, without waiting for
+// the timer, which may fire late; the timer ends a linger no request
+// comes to (clients that stopped, or whose next request is for another
+// shard). Under a steady load most lingers last d: a reviewer counted, in
+// a run of 32 clients, 8% ended with every client back, 90% at the first
+// arrival after d.
+func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	want := min(len(b.queue)+answered, most)
+	want := min(queued+answered, most)
 	if len(b.queue) >= want {
 		b.handOffLocked()
 		return
@@ -201,16 +206,19 @@ func (b *batcher) linger(d time.Duration, answered, most int) {
 	})
 }
 
-// minLinger is the shortest linger worth having.
+// minLinger is the shortest linger tried: the earlier design's floor (a
+// linger had to last one 50 µs look at the queue), kept because where a
+// 16th of a transaction is below it (WAL on a local disk) lingers of half
+// and a whole transaction, 85-170 µs, gained nothing measurable
+// (BENCHMARKS.md, "Thirteenth run").
 const minLinger = 50 * time.Microsecond
 
 // lingerFor is how long the turn lingers after a batch of several when a
 // transaction holds the lock for hold: a 16th of it, at most 2 ms, and not
-// at all when that is less than minLinger. Clients come back later than
-// that (their answers written, their next requests read): in WAL on a
-// local disk, where a batch holds the lock for about 0.3 ms, a linger
-// gathered nothing and its idle lock cost up to a tenth of the local
-// server's throughput (BENCHMARKS.md, "Against a peer").
+// at all when that is less than minLinger. In WAL on a local disk, where
+// a batch holds the lock for about 0.3 ms, the earlier linger gathered
+// nothing and its idle lock cost up to a tenth of the local server's
+// throughput (BENCHMARKS.md, "Against a peer").
 func lingerFor(hold time.Duration) time.Duration {
 	d := min(hold/16, 2*time.Millisecond)
 	if d < minLinger {
@@ -252,8 +260,9 @@ func (b *batcher) take(leader *pending, most int) []*pending {
 	return batch
 }
 
-// answer gives every member of batch its outcome, or err.
-func (b *batcher) answer(batch []*pending, outs []decide.Outcome, err error) {
+// answer gives every member of batch its outcome, or err, and returns how
+// many waited for the turn then.
+func (b *batcher) answer(batch []*pending, outs []decide.Outcome, err error) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, p := range batch {
@@ -270,6 +279,7 @@ func (b *batcher) answer(batch []*pending, outs []decide.Outcome, err error) {
 			close(p.ready)
 		}
 	}
+	return len(b.queue)
 }
 
 // handOff ends the turn: the first waiter leads next, or no transaction
@@ -299,14 +309,15 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 		return sh.answerOf(p)
 	}
 	batch := sh.batch.take(p, sh.maxBatch())
+	queued := 0
 	if len(batch) > 0 {
 		outs, err := sh.decideBatch(batch)
-		sh.batch.answer(batch, outs, err)
+		queued = sh.batch.answer(batch, outs, err)
 	}
 	// The turn passes on, later when it lingers: a leader's own answer
 	// never waits for a later batch.
 	if d := lingerFor(sh.wait.holdTime()); len(batch) > 1 && d > 0 {
-		sh.batch.linger(d, len(batch), sh.maxBatch())
+		sh.batch.linger(d, len(batch), queued, sh.maxBatch())
 	} else {
 		sh.batch.handOff()
 	}

@@ -62,7 +62,7 @@ func finish(b *batcher, leader *pending) {
 func TestALingerWaitsForTheClientsItAnswered(t *testing.T) {
 	var b batcher
 	b.active = true
-	b.linger(time.Hour, 3, MaxBatch)
+	b.linger(time.Hour, 3, 0, MaxBatch)
 	leads := make(chan int, 3)
 	first := arrive(t, &b, 0, leads)
 	arrive(t, &b, 1, leads)
@@ -91,7 +91,7 @@ func TestALingerEndsInItsTime(t *testing.T) {
 	t.Run("timer", func(t *testing.T) {
 		var b batcher
 		b.active = true
-		b.linger(5*time.Millisecond, 3, MaxBatch)
+		b.linger(5*time.Millisecond, 3, 0, MaxBatch)
 		leads := make(chan int, 1)
 		p := arrive(t, &b, 0, leads)
 		if i := led(t, leads); i != 0 {
@@ -102,7 +102,7 @@ func TestALingerEndsInItsTime(t *testing.T) {
 	t.Run("late arrival", func(t *testing.T) {
 		var b batcher
 		b.active = true
-		b.linger(time.Hour, 3, MaxBatch)
+		b.linger(time.Hour, 3, 0, MaxBatch)
 		b.mu.Lock()
 		b.until = time.Now().Add(-time.Millisecond) // its time is over; the timer has not run
 		b.mu.Unlock()
@@ -116,7 +116,7 @@ func TestALingerEndsInItsTime(t *testing.T) {
 	t.Run("most", func(t *testing.T) {
 		var b batcher
 		b.active = true
-		b.linger(time.Hour, 5, 2)
+		b.linger(time.Hour, 5, 0, 2)
 		leads := make(chan int, 2)
 		p := arrive(t, &b, 0, leads)
 		arrive(t, &b, 1, leads)
@@ -125,4 +125,22 @@ func TestALingerEndsInItsTime(t *testing.T) {
 		}
 		finish(&b, p)
 	})
+}
+
+// A client whose next request is back before the turn begins to linger
+// (between the batch's answers and the linger) is one of those it waits
+// for, not one more: the linger ends when the other two are back, not at
+// its time (the reviewer's case: it waited for a fourth that never came).
+func TestALingerCountsAClientBackBeforeItStarts(t *testing.T) {
+	var b batcher
+	b.active = true
+	leads := make(chan int, 3)
+	first := arrive(t, &b, 0, leads) // back before the linger
+	b.linger(time.Hour, 3, 0, MaxBatch)
+	arrive(t, &b, 1, leads)
+	arrive(t, &b, 2, leads)
+	if i := led(t, leads); i != 0 {
+		t.Fatalf("the turn passed to %d", i)
+	}
+	finish(&b, first)
 }
