@@ -33,9 +33,9 @@ import (
 //     transaction, 2 ms at most) for the next requests of the clients it
 //     just answered, so that they form one batch rather than a batch of
 //     one and one of the rest (see linger): until as many wait as it
-//     answered, or the moment is over. Not where a 16th of a transaction is shorter than
-//     minLinger (WAL on a local disk): there the lock would stand idle
-//     for nothing.
+//     answered, or the moment is over. Not where a 16th of a transaction
+//     is shorter than minLinger (WAL on a local disk): there the lock
+//     would stand idle for nothing.
 //   - A request whose context ends while it queues is answered with its
 //     context's error and left out. The batch's context is not any one
 //     member's: it ends at the latest of their deadlines, so one member's
@@ -116,8 +116,7 @@ func (b *batcher) turn(p *pending) bool {
 	}
 	b.queue = append(b.queue, p)
 	if b.lingering && (len(b.queue) >= b.want || !time.Now().Before(b.until)) {
-		b.lingering = false
-		b.handOffLocked()
+		b.endLinger()
 	}
 	b.mu.Unlock()
 	select {
@@ -200,10 +199,15 @@ func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.lingering && b.gen == gen {
-			b.lingering = false
-			b.handOffLocked()
+			b.endLinger()
 		}
 	})
+}
+
+// endLinger passes a lingering turn on. The batcher's mu is held.
+func (b *batcher) endLinger() {
+	b.lingering = false
+	b.handOffLocked()
 }
 
 // minLinger is the shortest linger tried: the earlier design's floor (a

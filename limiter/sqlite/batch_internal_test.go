@@ -88,43 +88,36 @@ func TestALingerWaitsForTheClientsItAnswered(t *testing.T) {
 // once, its timer not yet run. A linger never waits for more than a batch
 // holds.
 func TestALingerEndsInItsTime(t *testing.T) {
-	t.Run("timer", func(t *testing.T) {
-		var b batcher
-		b.active = true
-		b.linger(5*time.Millisecond, 3, 0, MaxBatch)
-		leads := make(chan int, 1)
-		p := arrive(t, &b, 0, leads)
-		if i := led(t, leads); i != 0 {
-			t.Fatalf("the turn passed to %d", i)
-		}
-		finish(&b, p)
-	})
-	t.Run("late arrival", func(t *testing.T) {
-		var b batcher
-		b.active = true
-		b.linger(time.Hour, 3, 0, MaxBatch)
-		b.mu.Lock()
-		b.until = time.Now().Add(-time.Millisecond) // its time is over; the timer has not run
-		b.mu.Unlock()
-		leads := make(chan int, 1)
-		p := arrive(t, &b, 0, leads)
-		if i := led(t, leads); i != 0 {
-			t.Fatalf("the turn passed to %d", i)
-		}
-		finish(&b, p)
-	})
-	t.Run("most", func(t *testing.T) {
-		var b batcher
-		b.active = true
-		b.linger(time.Hour, 5, 0, 2)
-		leads := make(chan int, 2)
-		p := arrive(t, &b, 0, leads)
-		arrive(t, &b, 1, leads)
-		if i := led(t, leads); i != 0 {
-			t.Fatalf("the turn passed to %d", i)
-		}
-		finish(&b, p)
-	})
+	for _, c := range []struct {
+		name                   string
+		d                      time.Duration
+		answered, most, arrive int
+		over                   bool // its time over, its timer not yet run
+	}{
+		{"timer", 5 * time.Millisecond, 3, MaxBatch, 1, false},
+		{"late arrival", time.Hour, 3, MaxBatch, 1, true},
+		{"most", time.Hour, 5, 2, 2, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b batcher
+			b.active = true
+			b.linger(c.d, c.answered, 0, c.most)
+			if c.over {
+				b.mu.Lock()
+				b.until = time.Now().Add(-time.Millisecond)
+				b.mu.Unlock()
+			}
+			leads := make(chan int, c.arrive)
+			first := arrive(t, &b, 0, leads)
+			for i := 1; i < c.arrive; i++ {
+				arrive(t, &b, i, leads)
+			}
+			if i := led(t, leads); i != 0 {
+				t.Fatalf("the turn passed to %d", i)
+			}
+			finish(&b, first)
+		})
+	}
 }
 
 // A client whose next request is back before the turn begins to linger
