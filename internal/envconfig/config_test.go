@@ -241,3 +241,38 @@ func TestMemoryIsForTheLocalServerOnly(t *testing.T) {
 		t.Errorf("functions, STORE=memory: %v; want STORE refused, saying why, and nothing about DB_PATH", err)
 	}
 }
+
+// TestConfigSpansSayWhatIsWrong: a span written in days is read as the
+// same span written in hours is (the same range, the same messages), and
+// a refusal says what the value lacks: a number, or a range, in the terms
+// of the setting. SQLITE_SHARDS refuses 0 as it refuses 65 (the docs say 1
+// to 64).
+func TestConfigSpansSayWhatIsWrong(t *testing.T) {
+	for _, c := range []struct {
+		name, value string
+		want        string // in the error; "" means accepted
+	}{
+		{"AUDIT_RETENTION", "36501d", ""},
+		{"AUDIT_RETENTION", "876024h", ""},
+		{"AUDIT_RETENTION", "0d", "at least 1s; 0 keeps audit rows forever"},
+		{"AUDIT_RETENTION", "0s", "at least 1s; 0 keeps audit rows forever"},
+		{"AUDIT_RETENTION", "-1d", "at least 1s; 0 keeps audit rows forever"},
+		{"AUDIT_RETENTION", "1.5d", `"1.5d" is not a whole number of days`},
+		{"AUDIT_RETENTION", "200000d", `"200000d" is longer than the longest span, about 292 years`},
+		{"AUDIT_RETENTION", "99999999999999999999d", `is longer than the longest span`},
+		{"POLICIES", `[{"name":"a","limit":1,"window":"-1d"}]`, `window "-1d": must be whole seconds from 1s to 30d`},
+		{"POLICIES", `[{"name":"a","limit":1,"window":"0d"}]`, `window "0d": must be whole seconds from 1s to 30d`},
+		{"POLICIES", `[{"name":"a","limit":1,"window":"36501d"}]`, `window "36501d": must be whole seconds from 1s to 30d`},
+		{"SQLITE_SHARDS", "0", `"0" is not a whole number of files from 1 to 64`},
+		{"SQLITE_SHARDS", "65", `"65" is not a whole number of files from 1 to 64`},
+		{"SQLITE_SHARDS", "64", ""},
+	} {
+		_, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", c.name: c.value}), envconfig.Lambda)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s=%s: refused: %v", c.name, c.value, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s=%s: error does not say %q: %v", c.name, c.value, c.want, err)
+		}
+	}
+}

@@ -121,7 +121,7 @@ func (e *env) store() stores.Config {
 		// JOURNAL_MODE and SQLITE_SHARDS are SQLite's: with another
 		// store they are not read.
 		s.JournalMode = e.journalMode()
-		s.Shards = int(e.int("SQLITE_SHARDS", 1, 0, 1<<31-1, "a whole number of files"))
+		s.Shards = int(e.int("SQLITE_SHARDS", 1, 1, sqlite.MaxShards, fmt.Sprintf("a whole number of files from 1 to %d", sqlite.MaxShards)))
 	case stores.DynamoDB:
 		s.Kind, s.Table, s.Endpoint = v, e.getenv("TABLE_NAME"), e.getenv("DYNAMODB_ENDPOINT")
 	case stores.Memory:
@@ -175,7 +175,7 @@ func (e *env) retention() time.Duration {
 	}
 	d, err := parseSpan(v)
 	if err == nil && d < time.Second {
-		err = fmt.Errorf("%q is neither 0 (keep forever) nor at least 1s", v)
+		err = fmt.Errorf("%q is shorter than a retention may be: at least 1s; 0 keeps audit rows forever", v)
 	}
 	if err != nil {
 		e.bad("AUDIT_RETENTION", "%v", err)

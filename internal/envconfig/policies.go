@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -268,11 +269,16 @@ func jsonProblem(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// parseSpan reads a Go duration ("60s") or whole days ("30d").
+// parseSpan reads a Go duration ("60s") or whole days ("30d"), either
+// sign: the callers say what range their setting takes, in its terms, so
+// that "0d" and "0s", or "-1d" and "-24h", get the same answer.
 func parseSpan(v string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(v, "d"); ok {
 		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n < 1 || n > 36500 {
+		switch {
+		case errors.Is(err, strconv.ErrRange) || err == nil && (n > maxDays || n < -maxDays):
+			return 0, fmt.Errorf("%q is longer than the longest span, about 292 years", v)
+		case err != nil:
 			return 0, fmt.Errorf("%q is not a whole number of days", v)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
@@ -283,6 +289,9 @@ func parseSpan(v string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// maxDays is the most whole days a time.Duration holds.
+const maxDays = math.MaxInt64 / int64(24*time.Hour)
 
 // KeySourceString writes k as CLIENT_KEY_SOURCE spells it.
 func KeySourceString(k limiter.KeySource) string {
