@@ -6,7 +6,6 @@ package lambdatest
 
 import (
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -126,8 +125,8 @@ func WantProblem(t testing.TB, w *httptest.ResponseRecorder, status int, typ, pa
 		t.Errorf("Content-Type %q, want application/problem+json", ct)
 	}
 	p := Decode(t, w)
-	if p["type"] != typ || p["status"] != float64(status) || p["title"] != http.StatusText(status) || p["instance"] != path {
-		t.Errorf("problem %v, want type %s, status %d, title %q, instance %s", p, typ, status, http.StatusText(status), path)
+	if p["type"] != typ || p["status"] != float64(status) || p["title"] != service.Title(status) || p["instance"] != path {
+		t.Errorf("problem %v, want type %s, status %d, title %q, instance %s", p, typ, status, service.Title(status), path)
 	}
 	if d, _ := p["detail"].(string); d == "" {
 		t.Errorf("problem has no detail: %v", p)

@@ -154,6 +154,8 @@ func TestCheckRefusesWhatIsWrong(t *testing.T) {
 		`{"key": "k"`:                              "invalid JSON",
 		`{"key": "k"} {"key": "j"}`:                "more than one JSON value",
 		`[]`:                                       "must be a JSON object",
+		`null`:                                     "the body must be a JSON object, not null",
+		" null\n":                                  "the body must be a JSON object, not null",
 		``:                                         "empty",
 	} {
 		w := f.post(t, body)
@@ -166,8 +168,8 @@ func TestCheckRefusesWhatIsWrong(t *testing.T) {
 		t.Errorf("%d counters written by refused checks", n)
 	}
 	w := f.post(t, `{"key": "`+strings.Repeat("x", service.MaxCheckBody)+`"}`)
-	if p := wantProblem(t, w, 413, service.TypeInvalidRequest, "/check"); !strings.Contains(p["detail"].(string), "over 65536 bytes") {
-		t.Errorf("a body over the bound: %v", p)
+	if p := wantProblem(t, w, 413, service.TypeInvalidRequest, "/check"); !strings.Contains(p["detail"].(string), "over 65536 bytes") || p["title"] != "Content Too Large" {
+		t.Errorf("a body over the bound: %v, want RFC 9110's title, Content Too Large", p)
 	}
 	w = f.do(t, "GET", "/check")
 	wantProblem(t, w, 405, service.TypeBlank, "/check")

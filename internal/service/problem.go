@@ -66,8 +66,17 @@ func BadRequest(detail string) *Problem {
 }
 
 func problem(status int, typ, detail string) *Problem {
-	title := http.StatusText(status)
-	return &Problem{Type: typ, Title: title, Status: status, Detail: detail, header: http.Header{}}
+	return &Problem{Type: typ, Title: Title(status), Status: status, Detail: detail, header: http.Header{}}
+}
+
+// Title is a problem's title for status: its reason phrase as RFC 9110
+// names it, which for 413 is not Go's (net/http keeps RFC 7231's "Request
+// Entity Too Large").
+func Title(status int) string {
+	if status == http.StatusRequestEntityTooLarge {
+		return "Content Too Large"
+	}
+	return http.StatusText(status)
 }
 
 // deniedPolicy is one policy in a 429's "policies" member.
