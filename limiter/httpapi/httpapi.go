@@ -52,6 +52,8 @@ type Metrics interface {
 
 // Options configure a Middleware.
 type Options struct {
+	// Store keeps the counts: memory.New() in one process, sqlite.Open
+	// for processes that share a file, dynamodb.Open for a table. Required.
 	Store limiter.Store
 	// Rules are the policies that apply to requests: which routes each
 	// guards (ServeMux patterns), how it finds its key, what a request
@@ -75,7 +77,8 @@ type Options struct {
 	FailMode limiter.FailMode
 	// Now reads the clock, once per request. Defaults to time.Now.
 	Now func() time.Time
-	// Logger receives one line per counted request: method, path, key,
+	// Logger receives one line per request a rule guards (a route none
+	// guards passes through unlogged): method, path, status, key,
 	// decision, counts, latency, and a store error with its class. Nil
 	// logs nothing.
 	Logger *slog.Logger
