@@ -21,7 +21,14 @@ cd "$work"
 cp "$here"/*.lua .
 mkdir -p runtime/ratelimit/config && cp "$here/bench.yaml" runtime/ratelimit/config/
 D=${D:-20s}
-redis-server --port 6390 --bind 127.0.0.1 --save '' --appendonly no --protected-mode yes > redis.log 2>&1 &
+# REDIS_FSYNC=always makes Redis as durable as the local server in DELETE
+# (synchronous=FULL): an append-only file fsynced before the writes of each
+# pass of its event loop are answered. Unset, Redis keeps nothing on disk,
+# as it is run beside envoy's ratelimit most often; =everysec is its
+# default when persistence is on.
+persist="--appendonly no"
+[ -n "${REDIS_FSYNC:-}" ] && persist="--appendonly yes --appendfsync $REDIS_FSYNC --dir $work"
+redis-server --port 6390 --bind 127.0.0.1 --save '' $persist --protected-mode yes > redis.log 2>&1 &
 REDIS=$!
 env -i PATH="$PATH" HOST=127.0.0.1 PORT=8090 GRPC_HOST=127.0.0.1 GRPC_PORT=8091 DEBUG_HOST=127.0.0.1 DEBUG_PORT=6071 \
   USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6390 \
