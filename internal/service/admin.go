@@ -204,7 +204,10 @@ func (a *API) resetCounters(req *request, t adminTarget) error {
 		err = a.opts.Store.Reset(ctx, t.policy, t.key, req.now)
 	}
 	if err != nil {
-		return a.adminFailed(req, t, err)
+		// A reset that failed may have deleted some of what it meant to
+		// (DynamoDB's deletes whose answers were lost), and one whose read
+		// failed cannot say what it found: logged as any failed write is.
+		return a.writeFailed(req, t, "reset counters", err)
 	}
 	a.audit(req, t, "reset counters", map[string]any{"count": before.Count, "remaining": before.Remaining}, map[string]any{"count": 0})
 	return req.noContent()
@@ -264,10 +267,11 @@ func (a *API) adminFailed(req *request, t adminTarget, err error) error {
 // unknown is a log line's before and after when they cannot be known.
 const unknown = "unknown"
 
-// writeFailed answers a failed override write as adminFailed does, and
-// logs the action with before and after "unknown": a write whose answer is
-// an error may still have been made (DynamoDB: its answers lost until the
-// budget ran out), and the store said nothing of what it replaced.
+// writeFailed answers a failed override write or reset as adminFailed
+// does, and logs the action with before and after "unknown": a write whose
+// answer is an error may still have been made (DynamoDB: its answers lost
+// until the budget ran out), and the store said nothing of what it
+// replaced.
 func (a *API) writeFailed(req *request, t adminTarget, action string, err error) error {
 	a.audit(req, t, action, unknown, unknown)
 	return a.adminFailed(req, t, err)

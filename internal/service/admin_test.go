@@ -307,18 +307,28 @@ func (unknownOutcomeStore) DeleteOverride(context.Context, limiter.Policy, strin
 	return nil, errOutcomeUnknown
 }
 
-// TestAFailedOverrideWriteLogsItsBeforeAsUnknown: a set or delete whose
-// store answered an error is a 503, and its log line still names the
+func (unknownOutcomeStore) Reset(context.Context, limiter.Policy, string, time.Time) error {
+	return errOutcomeUnknown
+}
+
+// TestAFailedAdminWriteLogsItsBeforeAsUnknown: a set, delete or reset
+// whose store answered an error is a 503, and its log line still names the
 // action, with before and after "unknown": the write may have been made,
-// and nothing says what it replaced. It used to log no action at all.
-func TestAFailedOverrideWriteLogsItsBeforeAsUnknown(t *testing.T) {
+// and nothing says what it replaced. Each used to log no action at all (a
+// reset until a tester, helper-34, found it).
+func TestAFailedAdminWriteLogsItsBeforeAsUnknown(t *testing.T) {
 	f := newAdmin(t, service.Options{Store: unknownOutcomeStore{sqlitetest.Open(t, sqlite.Config{})}})
 	for _, tc := range []struct{ method, body, action string }{
 		{"PUT", `{"limit": 5}`, "set override"},
 		{"DELETE", "", "delete override"},
+		{"DELETE", "", "reset counters"},
 	} {
-		w := f.send(t, tc.method, "/admin/overrides/ping/alice", tc.body)
-		wantProblem(t, w, 503, service.TypeStoreUnavailable, "/admin/overrides/ping/alice")
+		path := "/admin/overrides/ping/alice"
+		if tc.action == "reset counters" {
+			path = "/admin/counters/ping/alice"
+		}
+		w := f.send(t, tc.method, path, tc.body)
+		wantProblem(t, w, 503, service.TypeStoreUnavailable, path)
 		log := f.lastLog(t)
 		admin, _ := log["admin"].(map[string]any)
 		if log["decision"] != "error" || admin["action"] != tc.action || admin["before"] != "unknown" || admin["after"] != "unknown" {
