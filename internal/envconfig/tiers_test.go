@@ -51,7 +51,8 @@ func TestConfigTierProblemsAllAtOnce(t *testing.T) {
 		{"name": "m", "limit": 10, "window": "1m", "tier": {"source": "claim", "claim": "plan"}},
 		{"name": "n", "limit": 10, "window_seconds": 60},
 		{"name": "o", "limit": 10, "window": "1m", "tiers": {"pro": {"limit": 20}}, "tier": {"source": "claim", "Claim": "plan"}},
-		{"name": "p", "limit": 10, "window": "1m", "cost": 6, "tiers": {"trial": {"limit": 5}}}]`}))
+		{"name": "p", "limit": 10, "window": "1m", "cost": 6, "tiers": {"trial": {"limit": 5}}},
+		{"name": "q", "limit": 10, "window": "1m", "tiers": {"pro": null}}, null]`}))
 	for _, want := range []string{
 		`policy "a": tier "Pro": tier names are 1 to 64 lower-case letters`,
 		`policy "a": tier "default": the name is reserved`,
@@ -72,6 +73,8 @@ func TestConfigTierProblemsAllAtOnce(t *testing.T) {
 		`policy 13: unknown member "window_seconds": POLICIES writes a window as "window"`,
 		`policy "o": tier: unknown member "Claim"; members are source, claim, header`,
 		`policy "p": cost 6 is not from 1 to 5`,
+		`policy "q" tier "pro": found null where an object belongs`,
+		`policy 17: found null where a policy object belongs`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("POLICIES error does not say %q", want)

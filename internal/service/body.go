@@ -37,11 +37,6 @@ func readJSON(req *request, v any, bad func(why string) *Problem, example string
 	case err != nil:
 		return bad("the body could not be read")
 	}
-	if strings.Trim(string(body), " \t\r\n") == "null" {
-		// It decodes into any struct as nothing at all, which would be
-		// refused for its first required member, not for what it is.
-		return bad("the body must be a JSON object, not null")
-	}
 	if err := strictjson.Decode(body, v); err != nil {
 		return bad(jsonProblem(err, example))
 	}

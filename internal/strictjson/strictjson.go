@@ -39,9 +39,15 @@ var ErrTrailing = errors.New("more than one JSON value")
 // Decode decodes data, one JSON value, into v, a pointer to a struct. A
 // value that is an object is first checked member by member: the first
 // member v has no exact field for, or that comes twice, is a *MemberError.
-// Other problems are encoding/json's errors (*json.SyntaxError,
-// *json.UnmarshalTypeError, io.EOF for no value at all), or ErrTrailing.
+// A null is a *json.UnmarshalTypeError, as an array is: encoding/json
+// leaves the struct as it was, which would be refused later for a member
+// it lacks, not for what it is. Other problems are encoding/json's errors
+// (*json.SyntaxError, *json.UnmarshalTypeError, io.EOF for no value at
+// all), or ErrTrailing.
 func Decode(data []byte, v any) error {
+	if string(bytes.Trim(data, " \t\r\n")) == "null" {
+		return &json.UnmarshalTypeError{Value: "null", Type: reflect.TypeOf(v).Elem()}
+	}
 	members := names(reflect.TypeOf(v).Elem())
 	if err := checkMembers(data, members); err != nil {
 		return err

@@ -34,3 +34,21 @@ func TestMembersKeepsOrderAndRefusesANameTwice(t *testing.T) {
 		t.Errorf("an empty object: %v %v", names, err)
 	}
 }
+
+// TestDecodeRefusesNullForAnObject: null decodes into a struct as nothing
+// at all, which would be refused later for its first missing member, not
+// for what it is; Decode calls it the type error it is.
+func TestDecodeRefusesNullForAnObject(t *testing.T) {
+	var v struct {
+		Key string `json:"key"`
+	}
+	var typ *json.UnmarshalTypeError
+	for _, in := range []string{`null`, " null\n"} {
+		if err := strictjson.Decode([]byte(in), &v); !errors.As(err, &typ) || typ.Value != "null" || typ.Field != "" {
+			t.Errorf("%q: %v, want a type error naming null", in, err)
+		}
+	}
+	if err := strictjson.Decode([]byte(`null null`), &v); !errors.Is(err, strictjson.ErrTrailing) {
+		t.Errorf("two nulls: %v, want ErrTrailing", err)
+	}
+}
