@@ -318,17 +318,13 @@ func (unknownOutcomeStore) Reset(context.Context, limiter.Policy, string, time.T
 // reset until a tester, helper-34, found it).
 func TestAFailedAdminWriteLogsItsBeforeAsUnknown(t *testing.T) {
 	f := newAdmin(t, service.Options{Store: unknownOutcomeStore{sqlitetest.Open(t, sqlite.Config{})}})
-	for _, tc := range []struct{ method, body, action string }{
-		{"PUT", `{"limit": 5}`, "set override"},
-		{"DELETE", "", "delete override"},
-		{"DELETE", "", "reset counters"},
+	for _, tc := range []struct{ method, path, body, action string }{
+		{"PUT", "/admin/overrides/ping/alice", `{"limit": 5}`, "set override"},
+		{"DELETE", "/admin/overrides/ping/alice", "", "delete override"},
+		{"DELETE", "/admin/counters/ping/alice", "", "reset counters"},
 	} {
-		path := "/admin/overrides/ping/alice"
-		if tc.action == "reset counters" {
-			path = "/admin/counters/ping/alice"
-		}
-		w := f.send(t, tc.method, path, tc.body)
-		wantProblem(t, w, 503, service.TypeStoreUnavailable, path)
+		w := f.send(t, tc.method, tc.path, tc.body)
+		wantProblem(t, w, 503, service.TypeStoreUnavailable, tc.path)
 		log := f.lastLog(t)
 		admin, _ := log["admin"].(map[string]any)
 		if log["decision"] != "error" || admin["action"] != tc.action || admin["before"] != "unknown" || admin["after"] != "unknown" {
