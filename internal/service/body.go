@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/ft251/ratelimit/internal/strictjson"
@@ -50,19 +51,17 @@ func readJSON(req *request, v any, bad func(why string) *Problem, example string
 // it comes: another media type or charset, or a Content-Encoding but
 // identity, which is not undone here (read as it came, a gzipped body
 // would be "invalid JSON" and a plain one labelled gzip taken). A POST's
-// says what it accepts.
+// says what it accepts. Content-Encoding is a list, and its lines are one
+// list (RFC 9110 §5.3): every coding on every line counts. Content-Type
+// is one value: lines that differ are refused, not the first one taken.
 func unsupportedBody(r *http.Request) *Problem {
 	var p *Problem
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, params, err := mime.ParseMediaType(ct)
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			err = errors.New("not UTF-8")
-		}
-		if err != nil || mt != "application/json" {
-			p = problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
-		}
+	cts := r.Header.Values("Content-Type")
+	twoTypes := slices.ContainsFunc(cts, func(ct string) bool { return ct != cts[0] })
+	if twoTypes || len(cts) > 0 && cts[0] != "" && !utf8JSON(cts[0]) {
+		p = problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, "The body must be application/json.")
 	}
-	if enc := r.Header.Get("Content-Encoding"); p == nil && enc != "" && !strings.EqualFold(strings.TrimSpace(enc), "identity") {
+	if enc := strings.Join(r.Header.Values("Content-Encoding"), ", "); p == nil && !onlyIdentity(enc) {
 		p = problem(http.StatusUnsupportedMediaType, TypeInvalidRequest, fmt.Sprintf("The body must be sent without a Content-Encoding, not %q.", enc))
 		p.header.Set("Accept-Encoding", "identity")
 	}
@@ -70,6 +69,23 @@ func unsupportedBody(r *http.Request) *Problem {
 		p.header.Set("Accept-Post", "application/json")
 	}
 	return p
+}
+
+// utf8JSON reports whether the media type ct is application/json in UTF-8.
+func utf8JSON(ct string) bool {
+	mt, params, err := mime.ParseMediaType(ct)
+	cs, ok := params["charset"]
+	return err == nil && mt == "application/json" && (!ok || strings.EqualFold(cs, "utf-8"))
+}
+
+// onlyIdentity reports whether the codings list holds none but identity.
+func onlyIdentity(codings string) bool {
+	for c := range strings.SplitSeq(codings, ",") {
+		if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+			return false
+		}
+	}
+	return true
 }
 
 // nullMember says which member of body's object, a body that decoded as

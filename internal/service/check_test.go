@@ -30,7 +30,13 @@ func (f *fixture) post(t *testing.T, body string, header ...string) *httptest.Re
 	t.Helper()
 	r := httptest.NewRequest("POST", "/check", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
+	given := map[string]bool{} // a name given twice is two header lines
 	for i := 0; i+1 < len(header); i += 2 {
+		if given[header[i]] {
+			r.Header.Add(header[i], header[i+1])
+			continue
+		}
+		given[header[i]] = true
 		r.Header.Set(header[i], header[i+1])
 	}
 	w := httptest.NewRecorder()
@@ -243,6 +249,27 @@ func TestCheckRefusesAnEncodedBody(t *testing.T) {
 			}
 			wantHeader(t, w, "Accept-Encoding", "identity")
 			wantHeader(t, w, "Accept-Post", "application/json")
+		}
+	}
+	// Two lines of a list field are one list (RFC 9110 §5.3): a coding on
+	// a second line is refused as on the first (only the first line was
+	// read, so identity then gzip was taken as identity), and so is a
+	// second Content-Type line that differs from the first.
+	for _, lines := range [][]string{
+		{"Content-Encoding", "identity", "Content-Encoding", "gzip"},
+		{"Content-Encoding", "gzip", "Content-Encoding", "identity"},
+		{"Content-Encoding", "identity", "Content-Encoding", "identity, gzip"},
+		{"Content-Type", "application/json", "Content-Type", "text/plain"},
+	} {
+		w := f.post(t, `{"key": "k", "policies": ["daily"]}`, lines...)
+		wantProblem(t, w, 415, service.TypeInvalidRequest, "/check")
+	}
+	for _, lines := range [][]string{
+		{"Content-Encoding", "identity", "Content-Encoding", "IDENTITY"},
+		{"Content-Type", "application/json", "Content-Type", "application/json"},
+	} {
+		if w := f.post(t, `{"key": "k", "policies": ["daily"]}`, lines...); w.Code != 200 {
+			t.Errorf("%q: %d, want 200 (%s)", lines, w.Code, w.Body)
 		}
 	}
 }
