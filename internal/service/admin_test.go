@@ -144,7 +144,7 @@ func TestAdminResetForgetsAKeysCounts(t *testing.T) {
 func TestAdminRefusesWhatIsWrong(t *testing.T) {
 	f := newAdmin(t, service.Options{})
 	wantProblem(t, f.send(t, "PUT", "/admin/overrides/nope/alice", `{"limit": 5}`), 404, service.TypeBlank, "/admin/overrides/nope/alice")
-	wantProblem(t, f.send(t, "PUT", "/admin/overrides/ping/a%00b", `{"limit": 5}`), 400, service.TypeInvalidKey, "/admin/overrides/ping/a\x00b")
+	wantProblem(t, f.send(t, "PUT", "/admin/overrides/ping/a%00b", `{"limit": 5}`), 400, service.TypeInvalidKey, "/admin/overrides/ping/a%00b")
 	for body, why := range map[string]string{
 		``: "empty", `{}`: `"limit" is required`, `{"limit": 0}`: "limit 0 is below 1", `{"limit": 1.5}`: `"limit"`,
 		`{"limit": 5, "burst": 2}`: "burst applies to gcra policies only", `{"limit": 5, "extra": 1}`: `unknown member "extra"; members are limit, burst`,
@@ -189,7 +189,7 @@ func TestAdminRefusesWhatWouldNotApply(t *testing.T) {
 	if o, _ := f.store.Override(context.Background(), pingPolicy, "alice"); o != nil {
 		t.Errorf("an unclean path set an override: %+v", o)
 	}
-	wantProblem(t, f.send(t, "PUT", "/admin/overrides/ping/%20alice", `{"limit": 5}`), 400, service.TypeInvalidKey, "/admin/overrides/ping/ alice")
+	wantProblem(t, f.send(t, "PUT", "/admin/overrides/ping/%20alice", `{"limit": 5}`), 400, service.TypeInvalidKey, "/admin/overrides/ping/%20alice")
 	for body, why := range map[string]string{
 		`{"limit": 4}`:              `under "orders" each request costs 5, more than the override would ever let through at once, 4`,
 		`{"Limit": 50}`:             `unknown member "Limit"; members are limit, burst`,

@@ -186,7 +186,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func notFound(r *http.Request) *Problem {
-	return problem(http.StatusNotFound, TypeBlank, "No route for "+truncate(r.URL.Path, 200)+".")
+	return problem(http.StatusNotFound, TypeBlank, "No route for "+instance(r)+".")
 }
 
 // begin starts a request's bookkeeping: its instant, read once, and what

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +183,41 @@ func TestUnknownPathAndWrongMethod(t *testing.T) {
 	// A function that serves only /ping does not answer /status.
 	only := newFixture(t, service.Options{Routes: []string{service.RoutePing}})
 	wantProblem(t, only.do(t, "GET", "/status?key=a"), 404, service.TypeBlank, "/status")
+}
+
+// TestProblemInstanceIsTheRequestPath: a problem's instance is the path
+// as the request wrote it, escaped, a URI reference naming what was asked
+// for: it used to be the decoded path, in which /nope%2Fx read as /nope/x,
+// /a%3Fb as /a?b (a query) and %20 as a raw space. An authority-form
+// CONNECT, which has no path, names its authority as a network-path
+// reference; it used to have no instance and the detail "No route for .".
+func TestProblemInstanceIsTheRequestPath(t *testing.T) {
+	f := newFixture(t, service.Options{})
+	for target, want := range map[string]string{
+		"/nope%2Fx":   "/nope%2Fx",
+		"/a%3Fb":      "/a%3Fb",
+		"/%20a":       "/%20a",
+		"/a%00b":      "/a%00b",
+		"/ping%2F":    "/ping%2F",
+		"/caf%C3%A9":  "/caf%C3%A9",
+		"/café":       "/caf%C3%A9",
+		"/a%2fb?x=%2": "/a%2fb",
+	} {
+		wantProblem(t, f.do(t, "GET", target), 404, service.TypeBlank, want)
+	}
+	// Truncated, it stays a URI reference: no escape is cut in two and
+	// the ellipsis is escaped too.
+	long := "/" + strings.Repeat("%2F", 100)
+	p := decode(t, f.do(t, "GET", long))
+	in, _ := p["instance"].(string)
+	if _, err := url.ParseRequestURI(in); err != nil || !strings.HasPrefix(long, strings.TrimSuffix(in, "%E2%80%A6")) || !strings.HasSuffix(in, "%E2%80%A6") || len(in) > 200+len("%E2%80%A6") {
+		t.Errorf("instance of a %d-byte path: %q (%v), want its first 200 bytes or fewer, whole escapes, then an escaped ellipsis", len(long), in, err)
+	}
+	w := f.do(t, "CONNECT", "127.0.0.1:3101")
+	p = wantProblem(t, w, 404, service.TypeBlank, "//127.0.0.1:3101")
+	if d, _ := p["detail"].(string); !strings.Contains(d, "127.0.0.1:3101") {
+		t.Errorf("CONNECT 127.0.0.1:3101: detail %q does not name the target", d)
+	}
 }
 
 // TestHeadIsAGetWithoutABody: HEAD /ping and HEAD /status answer as GET

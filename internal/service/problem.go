@@ -155,11 +155,35 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		p = problem(http.StatusInternalServerError, TypeBlank, "The server could not handle the request.")
 	}
 	out := *p
-	out.Instance = truncate(r.URL.Path, 200)
+	out.Instance = instance(r)
 	for k, v := range p.header {
 		w.Header()[k] = v
 	}
 	writeJSON(w, "application/problem+json", out.Status, out)
+}
+
+// instance is a problem's instance for r: its path as the request wrote
+// it, escaped, so that it is a URI reference naming what was asked for
+// (decoded, /a%2Fb would read as /a/b and /a%3Fb as a query), and for an
+// authority-form CONNECT, which has no path, its authority as a
+// network-path reference. Over 200 bytes it is cut between escapes and
+// ends in an escaped ellipsis, a URI reference still.
+func instance(r *http.Request) string {
+	s := r.URL.EscapedPath()
+	if s == "" && r.URL.Host != "" {
+		s = "//" + r.URL.Host
+	}
+	const most = 200
+	if len(s) <= most {
+		return s
+	}
+	n := most
+	if s[n-1] == '%' {
+		n--
+	} else if s[n-2] == '%' {
+		n -= 2
+	}
+	return s[:n] + "%E2%80%A6"
 }
 
 // writeJSON writes v as the response body. The body types here cannot fail
