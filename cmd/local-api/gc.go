@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"runtime/debug"
 	"strconv"
 )
@@ -29,9 +30,14 @@ func tuneGC(getenv func(string) string) bool {
 }
 
 // gcTarget says, for -check, which target tuneGC leaves the collector
-// with under getenv.
+// with under getenv. A GOGC the runtime cannot read (it takes "off" or a
+// whole number, and anything else as unset) leaves Go's default, 100:
+// GOGC is set, so tuneGC does not set the server's.
 func gcTarget(getenv func(string) string) string {
 	if v := getenv("GOGC"); v != "" {
+		if _, err := strconv.ParseInt(v, 10, 32); err != nil && v != "off" {
+			return fmt.Sprintf("GOGC=100 (Go's default: GOGC=%q is neither a whole number nor off)", v)
+		}
 		return "GOGC=" + v + " (from GOGC)"
 	}
 	return "GOGC=" + strconv.Itoa(gcPercent) + " (the server's own; GOGC sets another)"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -38,5 +39,18 @@ func TestCheckSaysWhichGCTargetTheServerRunsWith(t *testing.T) {
 	_, out = checkOut(map[string]string{})
 	if !strings.Contains(out, "gc target: GOGC=400 (the server's own; GOGC sets another)\n") {
 		t.Errorf("GOGC unset: -check said\n%s", out)
+	}
+	_, out = checkOut(map[string]string{"GOGC": "off"})
+	if !strings.Contains(out, "gc target: GOGC=off (from GOGC)\n") {
+		t.Errorf("GOGC=off: -check said\n%s", out)
+	}
+	// A GOGC the runtime cannot read leaves Go's default, 100, which the
+	// server does not override (GOGC is set): -check used to say
+	// "GOGC=abc (from GOGC)", a target nothing runs with.
+	for _, v := range []string{"abc", "50%", "OFF", "1e3"} {
+		_, out = checkOut(map[string]string{"GOGC": v})
+		if want := fmt.Sprintf("gc target: GOGC=100 (Go's default: GOGC=%q is neither a whole number nor off)\n", v); !strings.Contains(out, want) {
+			t.Errorf("GOGC=%s: -check said\n%s\nwant %q", v, out, want)
+		}
 	}
 }

@@ -108,8 +108,13 @@ func TestConfigDynamoDB(t *testing.T) {
 	if err != nil && strings.Contains(err.Error(), "DB_PATH") {
 		t.Errorf("DB_PATH demanded for the DynamoDB store: %v", err)
 	}
-	if _, err := envconfig.Read(env(map[string]string{"STORE": "redis", "DB_PATH": "x"}), envconfig.Lambda); err == nil || !strings.Contains(err.Error(), "STORE:") {
-		t.Errorf("STORE=redis: %v", err)
+	// An unknown store is that one problem: DB_PATH, set here, used to be
+	// reported as not set, since the store was then checked as SQLite's.
+	if _, err := envconfig.Read(env(map[string]string{"STORE": "redis", "DB_PATH": "x"}), envconfig.Lambda); err == nil || !strings.Contains(err.Error(), "STORE:") || strings.Contains(err.Error(), "DB_PATH") {
+		t.Errorf("STORE=redis: %v; want STORE refused and nothing about DB_PATH", err)
+	}
+	if _, err := envconfig.Read(env(map[string]string{"STORE": "redis"}), envconfig.Local); err == nil || strings.Contains(err.Error(), "DB_PATH") {
+		t.Errorf("local server, STORE=redis: %v; want STORE refused and nothing about DB_PATH", err)
 	}
 }
 

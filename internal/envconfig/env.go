@@ -25,14 +25,17 @@ func Read(getenv func(string) string, host Host) (Config, error) {
 	c := Config{
 		FailMode:         e.failMode(),
 		RejectCache:      e.onOff("REJECT_CACHE"),
-		Store:            e.store(),
 		Metrics:          e.metrics(),
 		MetricsNamespace: e.metricsNamespace(),
 	}
+	var known bool
+	c.Store, known = e.store()
 	var policies error
 	c.Rules, policies = e.rules()
-	for _, err := range stores.Validate(c.Store) {
-		e.storeProblem(err)
+	if known {
+		for _, err := range stores.Validate(c.Store) {
+			e.storeProblem(err)
+		}
 	}
 	// A route pattern ServeMux refuses is a problem of POLICIES, listed
 	// with its others.
@@ -106,8 +109,9 @@ func (e *env) failMode() limiter.FailMode {
 
 // store reads STORE and the variables of the store it names. What the
 // store itself refuses (a path, a shard count, a table name) is its own to
-// say (stores.Validate, in Read).
-func (e *env) store() stores.Config {
+// say (stores.Validate, in Read), when STORE names one: known is false
+// when it does not.
+func (e *env) store() (cfg stores.Config, known bool) {
 	s := stores.Config{
 		Kind:           stores.SQLite,
 		BusyTimeout:    e.busyTimeout(),
@@ -132,9 +136,11 @@ func (e *env) store() stores.Config {
 			e.bad("STORE", "memory counts in one process, and every Lambda execution environment is a process of its own: use sqlite or dynamodb (only the local server takes memory)")
 		}
 	default:
+		// Not checked further: its settings are no store's.
 		e.bad("STORE", "%q is not sqlite, dynamodb or memory", v)
+		return s, false
 	}
-	return s
+	return s, true
 }
 
 // journalMode reads JOURNAL_MODE: one the store knows (stores.Validate
