@@ -245,3 +245,20 @@ func TestKeysThatWereNotUTF8AreRefusedAlike(t *testing.T) {
 		t.Errorf("%d counters written for refused keys", n)
 	}
 }
+
+// TestProblemInstanceIsTheRawPathBehindAPIGateway: behind API Gateway a
+// problem's instance is the event's rawPath, as the client wrote it (the
+// proxy parses it into the request's URL), as it is locally: not
+// requestContext.http.path, API Gateway's decoded one, in which /nope%2Fx
+// reads as /nope/x.
+func TestProblemInstanceIsTheRawPathBehindAPIGateway(t *testing.T) {
+	f := newLambda(t, limiter.KeySource{Kind: limiter.KeyFromHeader})
+	for raw, decoded := range map[string]string{"/nope%2Fx": "/nope/x", "/a%3Fb": "/a?b", "/%20a": "/ a"} {
+		e := pingEvent(t)
+		e.RawPath, e.RequestContext.HTTP.Path = raw, decoded
+		resp := f.invoke(t, e)
+		if b := lambdatest.JSONBody(t, resp); resp.StatusCode != 404 || b["instance"] != raw {
+			t.Errorf("rawPath %s: %d %v, want a 404 whose instance is %s", raw, resp.StatusCode, b, raw)
+		}
+	}
+}
