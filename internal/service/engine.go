@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -143,6 +144,13 @@ func newEngine(opts Options) (*engine, error) {
 	}
 	if opts.FailMode == "" {
 		opts.FailMode = limiter.FailClosed
+	}
+	// The rules are the engine's own from here: a later change to the
+	// caller's tiers would skip validation and race with requests.
+	opts.Rules = slices.Clone(opts.Rules)
+	for i := range opts.Rules {
+		opts.Rules[i].Policy.Tiers = maps.Clone(opts.Rules[i].Policy.Tiers)
+		opts.Rules[i].Routes = slices.Clone(opts.Rules[i].Routes)
 	}
 	e := &engine{opts: opts}
 	errs := []error{limiter.ValidateRules(opts.Rules), opts.FailMode.Validate()}

@@ -151,7 +151,10 @@ func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Sec
 // says nothing about internals.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var p *Problem
-	if !errors.As(err, &p) {
+	if !errors.As(err, &p) || p.Status < 400 || p.Status > 599 {
+		// A Problem without an error status (a key function's, left
+		// zero) is a bug too: sent as it is, it would be a success that
+		// never happened, or no response at all.
 		p = problem(http.StatusInternalServerError, TypeBlank, "The server could not handle the request.")
 	}
 	out := *p

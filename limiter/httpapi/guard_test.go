@@ -501,3 +501,45 @@ func TestTiersNothingNamesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAProblemWithoutAnErrorStatusIsA500: a key function's *Problem whose
+// Status is no 4xx or 5xx (left zero, say) is the function's bug, not an
+// answer: it is a 500 problem. It used to be sent with that status: 0,
+// 99 and 1000 as a 200 with an empty body, 200 and 302 as they were; the
+// handler did not run, so a client saw success that never happened.
+func TestAProblemWithoutAnErrorStatusIsA500(t *testing.T) {
+	for _, status := range []int{0, 99, 200, 302, 1000} {
+		ran := false
+		g := newGuard(t, httpapi.Options{
+			Rules: []limiter.Rule{{Policy: pingPolicy, Routes: []string{"/k"}}},
+			Keys: map[string]httpapi.KeyFunc{"ping": func(*http.Request) (string, error) {
+				return "", &httpapi.Problem{Title: "t", Status: status}
+			}},
+		}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+		lambdatest.WantProblem(t, g.do(t, "GET", "/k"), 500, "about:blank", "/k")
+		if ran {
+			t.Errorf("status %d: the handler ran", status)
+		}
+	}
+}
+
+// TestTheMiddlewareKeepsItsOwnTiers: the tiers a Middleware was built
+// with are its own: a change to the caller's Policy.Tiers map afterwards,
+// which was never validated (a limit of 0 made every request a 503) and
+// races with requests, changes nothing. It used to be shared.
+func TestTheMiddlewareKeepsItsOwnTiers(t *testing.T) {
+	tiers := map[string]limiter.Tier{"pro": {Limit: 3}}
+	api := limiter.Policy{Name: "api", Limit: 1, Window: time.Minute, Namespace: "api", Tiers: tiers}
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: api, Routes: []string{"/"}, TierHeader: "X-Plan"}}}, ok)
+	tiers["pro"] = limiter.Tier{Limit: 0}
+	tiers["gold"] = limiter.Tier{Limit: 1000}
+	for i, want := range []int{200, 200, 200, 429} {
+		w := g.do(t, "GET", "/", "X-Client-Key", "k", "X-Plan", "pro")
+		if w.Code != want || w.Header().Get("X-RateLimit-Limit") != "3" {
+			t.Errorf("pro %d: %d, X-RateLimit-Limit %s; want %d, 3", i+1, w.Code, w.Header().Get("X-RateLimit-Limit"), want)
+		}
+	}
+	if w := g.do(t, "GET", "/", "X-Client-Key", "g", "X-Plan", "gold"); w.Header().Get("X-RateLimit-Limit") != "1" {
+		t.Errorf("a tier added afterwards: X-RateLimit-Limit %s, want the policy's own 1", w.Header().Get("X-RateLimit-Limit"))
+	}
+}
