@@ -3,7 +3,8 @@ package limiter
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/ft251/ratelimit/internal/fieldname"
 )
 
 // Rule is a policy and where it applies: the routes it limits, how each
@@ -66,7 +67,7 @@ func (r Rule) tierSourceErrors() []error {
 			bad("tier %v", err)
 		}
 	case r.TierHeader != "":
-		if !fieldName(r.TierHeader) {
+		if !fieldname.Valid(r.TierHeader) {
 			bad("tier header %q is not 1 to 128 letters, digits and !#$%%&'*+-.^_`|~", r.TierHeader)
 		}
 	}
@@ -74,20 +75,6 @@ func (r Rule) tierSourceErrors() []error {
 		bad("a tier source, but no tiers to choose from")
 	}
 	return errs
-}
-
-// fieldName reports whether s is an HTTP field name (RFC 9110's token),
-// at most 128 characters.
-func fieldName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // ValidateRules reports what is wrong with rules as one configuration:

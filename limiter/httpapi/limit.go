@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
+	"github.com/ft251/ratelimit/internal/fieldname"
 	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/limiter"
 )
@@ -46,15 +48,25 @@ func BySourceIP(r *http.Request) (string, error) {
 
 // ByHeader keys a request by the header name, for a header something in
 // front of you sets (an API key a gateway checked): any client can send
-// any header. A request without it is answered 400.
+// any header. A request without it is answered 400. It panics if name is
+// not a header name (RFC 9110's token, up to 128 characters), as
+// regexp.MustCompile does on a bad pattern: the program is wrong, not its
+// requests, which would each be answered 400.
 func ByHeader(name string) KeyFunc {
+	if !fieldname.Valid(name) {
+		panic(fmt.Sprintf("httpapi: ByHeader(%q): not a header name (1 to 128 letters, digits and !#$%%&'*+-.^_`|~)", name))
+	}
 	return func(r *http.Request) (string, error) { return service.HeaderKey(r, name) }
 }
 
 // ByClaim keys a request by a claim of the JWT authorizer in front of the
 // API (API Gateway's, through limiter/awslambda), such as "sub". A request
-// without it is answered 401.
+// without it is answered 401. It panics, as ByHeader does, if name is no
+// claim's (empty, spaces, control characters, over 128 bytes).
 func ByClaim(name string) KeyFunc {
+	if err := (limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: name}).Validate(); err != nil {
+		panic(fmt.Sprintf("httpapi: ByClaim(%q): %v", name, err))
+	}
 	return func(r *http.Request) (string, error) {
 		return service.KeyOf(r, limiter.KeySource{Kind: limiter.KeyFromClaim, Claim: name})
 	}

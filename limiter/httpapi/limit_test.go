@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -106,4 +107,38 @@ func TestKeyHelpers(t *testing.T) {
 	if _, err := httpapi.ByHeader("X-API-Key")(r); !errors.As(err, &p) || p.Status != 400 {
 		t.Errorf("ByHeader without the header: %v, want a 400 problem", err)
 	}
+}
+
+// TestKeyHelpersRefuseNamesNoRequestHas: ByHeader of a name no header can
+// have ("", spaces, a newline, a colon) and ByClaim of one no claim has
+// panic when called, as a program's own constant that is wrong: they used
+// to be taken, and every request was then answered 400 "no  header" or
+// 401, blaming its client.
+func TestKeyHelpersRefuseNamesNoRequestHas(t *testing.T) {
+	for _, name := range []string{"", "X API Key", "bad\n", "X-Key:", "Ключ"} {
+		if msg := panicOf(func() { httpapi.ByHeader(name) }); !strings.Contains(msg, "httpapi: ByHeader") {
+			t.Errorf("ByHeader(%q): panic %q, want one naming ByHeader", name, msg)
+		}
+	}
+	for _, name := range []string{"", "a b", "sub\n"} {
+		if msg := panicOf(func() { httpapi.ByClaim(name) }); !strings.Contains(msg, "httpapi: ByClaim") {
+			t.Errorf("ByClaim(%q): panic %q, want one naming ByClaim", name, msg)
+		}
+	}
+	for _, name := range []string{"X-API-Key", "x_key", "Authorization"} {
+		if msg := panicOf(func() { httpapi.ByHeader(name) }); msg != "" {
+			t.Errorf("ByHeader(%q) panicked: %s", name, msg)
+		}
+	}
+}
+
+// panicOf is what f panicked with, as a string, or "".
+func panicOf(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return ""
 }
