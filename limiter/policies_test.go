@@ -148,3 +148,18 @@ func TestLimitsStayInsideTheCounter(t *testing.T) {
 		t.Errorf("RATE_LIMIT=0 beside POLICIES, which replaces it: %v", err)
 	}
 }
+
+// TestPolicyNamesAreBounded: a policy's name is repeated in every
+// response's RateLimit-Policy header, every 429, log line and metric
+// dimension: 1 to 64 bytes, as a tier's name and a namespace are. A
+// 70,000-byte name used to be taken, and sent as a 70 KB header.
+func TestPolicyNamesAreBounded(t *testing.T) {
+	p := limiter.Policy{Name: strings.Repeat("a", 64), Limit: 1, Window: time.Second}
+	if err := p.Validate(); err != nil {
+		t.Errorf("a 64-byte name: %v", err)
+	}
+	p.Name += "a"
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "1 to 64") || strings.Contains(err.Error(), p.Name) {
+		t.Errorf("a 65-byte name: %v; want it refused, saying 1 to 64, without repeating it whole", err)
+	}
+}

@@ -98,6 +98,9 @@ const MaxLimit = 999_999_999_999_999
 // its policy.
 const maxNamespaceBytes = 64
 
+// maxPolicyNameBytes bounds a policy's name, as maxTierNameBytes a tier's.
+const maxPolicyNameBytes = 64
+
 // maxPolicies is how many policies one configuration may hold: one
 // decision counts under all of a request's policies in one transaction,
 // and DynamoDB's holds 100 items.
@@ -124,7 +127,12 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("policy %q: namespace %q is not 1 to %d bytes of UTF-8 without control characters", p.Name, p.Namespace, maxNamespaceBytes))
 		}
 	}
-	if !validName(p.Name) {
+	switch {
+	case len(p.Name) > maxPolicyNameBytes:
+		// Every response's RateLimit-Policy repeats it, and so do 429s,
+		// log lines and metrics.
+		errs = append(errs, fmt.Errorf("policy %q…: a name of %d bytes: names are 1 to %d", p.Name[:16], len(p.Name), maxPolicyNameBytes))
+	case !validName(p.Name):
 		// It is written into headers as a structured-field string.
 		errs = append(errs, fmt.Errorf("policy %q: names are lower-case letters, digits, '-', '_' and '.'", p.Name))
 	}
