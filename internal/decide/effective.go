@@ -3,24 +3,67 @@ package decide
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// Validate reports what is wrong with a's charges, or nil: none at all, a
-// policy that is not valid, a cost out of range. Every store checks an
-// attempt with it before reading anything.
+// Validate reports what is wrong with a, or nil: no charges at all; a
+// policy that is not valid, a key that is no client key (limiter.ValidKey)
+// or a cost out of range; an instant Instant refuses. Every store checks
+// an attempt with it before reading anything. Charges on one counter (a
+// policy twice, two on one namespace) are taken: a configuration refuses
+// them (limiter.ValidateRules), a Store decides them as charges on one
+// counter, each read before any is counted.
 func Validate(a limiter.Attempt) error {
 	if len(a.Charges) == 0 {
 		return errors.New("an attempt has no charges")
 	}
 	for _, c := range a.Charges {
-		if err := c.Policy.Validate(); err != nil {
+		if err := Target(c.Policy, c.Key); err != nil {
 			return err
 		}
 		if c.Cost < 0 || c.Cost > limiter.MaxLimit {
 			return &limiter.RequestError{Kind: limiter.ErrInvalidCost, Reason: fmt.Sprintf("%d is not from 1 to %d", c.Cost, int64(limiter.MaxLimit))}
 		}
+	}
+	return Instant(a.Now)
+}
+
+// Target reports what is wrong with the policy and key a read, a reset or
+// an override names, or nil: the policy (Policy.Validate), then the key
+// (limiter.ValidKey), which a store would otherwise keep as it came.
+func Target(p limiter.Policy, key string) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return limiter.ValidKey(key)
+}
+
+// TargetAt is Target, then Instant: a read's or a reset's checks.
+func TargetAt(p limiter.Policy, key string, now time.Time) error {
+	if err := Target(p, key); err != nil {
+		return err
+	}
+	return Instant(now)
+}
+
+// earliest and latest bound the instants the stores take: a GCRA
+// bucket's time is kept as nanoseconds since 1970 in an int64, which holds
+// no instant before 1970 or after April 2262, and its TAT may run up to a
+// century ahead of now (a policy's tolerance is at most that). Outside
+// them the arithmetic would overflow and decide wrongly without a word.
+var (
+	earliest = time.Unix(0, 0)
+	latest   = time.Date(2160, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// Instant reports what is wrong with now as the instant of a decision, a
+// read or a reset, or nil: the zero time.Time (a clock left unset), and
+// anything outside earliest and latest.
+func Instant(now time.Time) error {
+	if now.Before(earliest) || !now.Before(latest) {
+		return fmt.Errorf("the instant %v is not from 1970 to 2160, the instants a store decides at (a clock left unset reads the year 1)", now)
 	}
 	return nil
 }

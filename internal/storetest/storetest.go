@@ -96,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ATierChangeMidWindowKeepsTheCount", func(t *testing.T) { tierChangeMidWindow(t, h) })
 	t.Run("AnOverrideWinsOverATier", func(t *testing.T) { tierBesideOverride(t, h) })
 	t.Run("TiersBoundCosts", func(t *testing.T) { tierCosts(t, h) })
+	t.Run("WhatNoRequestCouldHoldIsRefused", func(t *testing.T) { refusals(t, h) })
 }
 
 // One is an attempt under a single policy, at now.

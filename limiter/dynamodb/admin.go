@@ -22,6 +22,9 @@ import (
 // after a lost answer. (A PutItem with ReturnValues=ALL_OLD repeated after
 // a lost answer returned the override its own first attempt had put.)
 func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o limiter.Override) (*limiter.Override, error) {
+	if err := decide.Target(p, key); err != nil {
+		return nil, fmt.Errorf("dynamodb: %w", err)
+	}
 	if err := o.Validate(p); err != nil {
 		return nil, fmt.Errorf("dynamodb: override of %q: %w", p.Name, err)
 	}
@@ -34,6 +37,9 @@ func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o
 
 // Override reads key's override under p with a strongly consistent read.
 func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
+	if err := decide.Target(p, key); err != nil {
+		return nil, fmt.Errorf("dynamodb: %w", err)
+	}
 	r := newReads()
 	get := r.add(OverrideKey(p, key))
 	if err := s.read(ctx, r); err != nil {
@@ -46,12 +52,18 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 // it and deletes it on condition that it is still as read, as SetOverride
 // puts one. When there is none, it writes nothing.
 func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
+	if err := decide.Target(p, key); err != nil {
+		return nil, fmt.Errorf("dynamodb: %w", err)
+	}
 	return s.replaceOverride(ctx, "delete override", p, key, nil)
 }
 
 // Reset deletes key's counters of the window containing now and the one
 // before it, or its GCRA bucket, in one transaction.
 func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now time.Time) error {
+	if err := decide.TargetAt(p, key, now); err != nil {
+		return fmt.Errorf("dynamodb: %w", err)
+	}
 	keys := []map[string]types.AttributeValue{BucketKey(p, key)}
 	if !(p.Algorithm == limiter.GCRA) {
 		start := decide.WindowStart(now, p.Window)

@@ -17,7 +17,7 @@ import (
 // Usage reads key's standing under p at now, with its override, in one
 // strongly consistent read.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
-	if err := p.Validate(); err != nil {
+	if err := decide.TargetAt(p, key, now); err != nil {
 		return limiter.Usage{}, fmt.Errorf("dynamodb: %w", err)
 	}
 	r := newReads()

@@ -122,7 +122,7 @@ func (t *tables) override(k string) *limiter.Override {
 // Usage reads key's standing under p at now, with its override. It writes
 // nothing.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
-	if err := p.Validate(); err != nil {
+	if err := decide.TargetAt(p, key, now); err != nil {
 		return limiter.Usage{}, fmt.Errorf("memory: %w", err)
 	}
 	var u limiter.Usage

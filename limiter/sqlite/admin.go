@@ -23,6 +23,9 @@ ON CONFLICT (key) DO UPDATE SET "limit" = excluded."limit", burst = excluded.bur
 // SetOverride stores o as key's override under p and returns the one it
 // replaced, in one write transaction on key's shard.
 func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o limiter.Override) (*limiter.Override, error) {
+	if err := decide.Target(p, key); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	if err := o.Validate(p); err != nil {
 		return nil, fmt.Errorf("sqlite: override of %q: %w", p.Name, err)
 	}
@@ -39,6 +42,9 @@ func (s *Store) SetOverride(ctx context.Context, p limiter.Policy, key string, o
 
 // Override reads key's override under p.
 func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
+	if err := decide.Target(p, key); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BusyTimeout)
 	defer cancel()
 	var o *limiter.Override
@@ -57,6 +63,9 @@ func (s *Store) Override(ctx context.Context, p limiter.Policy, key string) (*li
 
 // DeleteOverride removes key's override under p and returns it.
 func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string) (*limiter.Override, error) {
+	if err := decide.Target(p, key); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	var before *limiter.Override
 	err := s.writeKey(ctx, "delete override", key, func(tx *sql.Tx) (err error) {
 		if before, err = readOverride(ctx, tx, decide.StoreKey(p, key)); err != nil || before == nil {
@@ -71,6 +80,9 @@ func (s *Store) DeleteOverride(ctx context.Context, p limiter.Policy, key string
 // Reset deletes key's counters of the window containing now and the one
 // before it (the ones a decision reads), or its GCRA bucket.
 func (s *Store) Reset(ctx context.Context, p limiter.Policy, key string, now time.Time) error {
+	if err := decide.TargetAt(p, key, now); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
 	start := decide.WindowStart(now, p.Window)
 	return s.writeKey(ctx, "reset", key, func(tx *sql.Tx) error {
 		if p.Algorithm == limiter.GCRA {

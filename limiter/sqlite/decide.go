@@ -267,7 +267,7 @@ func readState(ctx context.Context, st *statements, p limiter.Policy, key string
 // statement in autocommit mode on its shard: it takes only a shared lock
 // and writes nothing.
 func (s *Store) Usage(ctx context.Context, p limiter.Policy, key string, now time.Time) (limiter.Usage, error) {
-	if err := p.Validate(); err != nil {
+	if err := decide.TargetAt(p, key, now); err != nil {
 		return limiter.Usage{}, fmt.Errorf("sqlite: %w", err)
 	}
 	// A read waits for the lock (a commit in progress) or this process's
