@@ -162,4 +162,29 @@ func TestPolicyNamesAreBounded(t *testing.T) {
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "1 to 64") || strings.Contains(err.Error(), p.Name) {
 		t.Errorf("a 65-byte name: %v; want it refused, saying 1 to 64, without repeating it whole", err)
 	}
+	// POLICIES namespaces a policy by its name: the name is what is too
+	// long, said once, not a namespace the variable has no member for.
+	_, err := envconfig.Read(func(k string) string {
+		return map[string]string{"DB_PATH": "/x.db", "POLICIES": `[{"name":"` + p.Name + `","limit":3,"window":"60s"}]`}[k]
+	}, envconfig.Lambda)
+	if err == nil || !strings.Contains(err.Error(), "names are 1 to 64") || strings.Contains(err.Error(), "namespace") {
+		t.Errorf("POLICIES with a 65-byte name: %v; want the name refused, and no word of a namespace", err)
+	}
+}
+
+// TestALimitBelowOneIsOneError: a rule whose policy's limit (or a tier's)
+// is below 1 is refused for that limit, once: it used to get a second,
+// made-up error for its cost ("cost 0 is not from 1 to -5"), though it
+// gave none and the default, 1, was not at fault.
+func TestALimitBelowOneIsOneError(t *testing.T) {
+	for _, p := range []limiter.Policy{
+		{Name: "a", Limit: -5, Window: time.Minute},
+		{Name: "a", Limit: 0, Window: time.Minute},
+		{Name: "a", Limit: 5, Window: time.Minute, Tiers: map[string]limiter.Tier{"free": {Limit: -4}}},
+	} {
+		err := limiter.Rule{Policy: p, Routes: []string{"/"}, TierHeader: map[bool]string{true: "X-Plan"}[len(p.Tiers) > 0]}.Validate()
+		if err == nil || strings.Contains(err.Error(), "cost") || strings.Count(err.Error(), "\n") != 0 {
+			t.Errorf("limit %d, tiers %v: %v; want one error, the limit's", p.Limit, p.Tiers, err)
+		}
+	}
 }

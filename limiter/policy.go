@@ -122,7 +122,7 @@ func (p Policy) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("policy %q: algorithm %q is not fixed, sliding or gcra", p.Name, string(p.Algorithm)))
 	}
-	if p.Namespace != "" {
+	if p.Namespace != "" && !(p.Namespace == p.Name && len(p.Name) > maxPolicyNameBytes) { // a name too long is said once, below
 		if err := ValidKey(p.Namespace); err != nil || len(p.Namespace) > maxNamespaceBytes {
 			errs = append(errs, fmt.Errorf("policy %q: namespace %q is not 1 to %d bytes of UTF-8 without control characters", p.Name, p.Namespace, maxNamespaceBytes))
 		}

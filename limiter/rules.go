@@ -43,7 +43,8 @@ func (r Rule) Validate() error {
 		// in Go with none would guard nothing, silently.
 		errs = append(errs, fmt.Errorf("policy %q: no routes: a rule counts only the requests its routes match", r.Policy.Name))
 	}
-	if most := r.Policy.leastCapacity(); r.Cost < 0 || r.Cost > most {
+	// A capacity below 1 is its limit's error, said above, not the cost's.
+	if most := r.Policy.leastCapacity(); r.Cost < 0 || most >= 1 && r.Cost > most {
 		errs = append(errs, fmt.Errorf("policy %q: cost %d is not from 1 to %d, the most one request can pass (under every tier)", r.Policy.Name, r.Cost, most))
 	}
 	return errors.Join(append(errs, r.tierSourceErrors()...)...)
