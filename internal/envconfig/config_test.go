@@ -174,6 +174,35 @@ func TestConfigMetrics(t *testing.T) {
 	}
 }
 
+// TestConfigPoliciesReadWholeNumbersAsTheAPIDoes: POLICIES takes a whole
+// number in any form JSON writes one, as POST /check's cost and the admin
+// routes' limit do: 100.0 and 1e2 used to be refused as "not number
+// 100.0". A limit left out, or null, is required, where it was read as 0
+// ("limit 0 is not from 1 to ..."), in a policy and in a tier.
+func TestConfigPoliciesReadWholeNumbersAsTheAPIDoes(t *testing.T) {
+	c, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":1e2,"window":"1m","cost":2.0},` +
+		`{"name":"g","limit":100.0,"window":"1m","algorithm":"gcra","burst":1.00e1,"tiers":{"pro":{"limit":2E2,"burst":20.000}},"tier":{"source":"header","header":"X-Plan"}}]`}), envconfig.Lambda)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, g := c.Rules[0], c.Rules[1]
+	if a.Policy.Limit != 100 || a.Cost != 2 || g.Policy.Limit != 100 || g.Policy.Burst != 10 || g.Policy.Tiers["pro"] != (limiter.Tier{Limit: 200, Burst: 20}) {
+		t.Errorf("read %+v and %+v", a, g)
+	}
+	for v, want := range map[string]string{
+		`[{"name":"a","window":"1m"}]`:              `policy "a": limit is required`,
+		`[{"name":"a","limit":null,"window":"1m"}]`: `policy "a": limit is required`,
+		`[{"name":"a","limit":10,"window":"1m","tiers":{"pro":{"limit":null}},"tier":{"source":"header","header":"X"}}]`: `policy "a" tier "pro": limit is required`,
+		`[{"name":"a","limit":1.5,"window":"1m"}]`:          `policy 1: "limit" must be a whole number, not number 1.5`,
+		`[{"name":"a","limit":1,"window":"1m","cost":"2"}]`: `policy 1: "cost" must be a whole number, not string`,
+	} {
+		_, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": v}), envconfig.Lambda)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "limit 0") {
+			t.Errorf("POLICIES=%s: %v; want %q", v, err, want)
+		}
+	}
+}
+
 // POLICIES problems are told in the terms of the JSON a person wrote, every
 // one of them at once.
 func TestConfigPoliciesProblemsInTheirTerms(t *testing.T) {

@@ -27,13 +27,13 @@ const DefaultRoute = service.RoutePing
 // ruleJSON is one element of POLICIES.
 type ruleJSON struct {
 	Name      string   `json:"name"`
-	Limit     int64    `json:"limit"`
+	Limit     *whole   `json:"limit"`
 	Window    string   `json:"window"`
 	Algorithm string   `json:"algorithm"`
-	Burst     *int64   `json:"burst"`
+	Burst     *whole   `json:"burst"`
 	Key       string   `json:"key"`
 	Routes    []string `json:"routes"`
-	Cost      *int64   `json:"cost"`
+	Cost      *whole   `json:"cost"`
 	Shadow    bool     `json:"shadow"`
 	// Tiers and Tier are read member by member (tiersOf, tierSourceOf),
 	// as strictly as the policy itself.
@@ -43,8 +43,47 @@ type ruleJSON struct {
 
 // tierJSON is one tier of a POLICIES element's "tiers".
 type tierJSON struct {
-	Limit int64  `json:"limit"`
-	Burst *int64 `json:"burst"`
+	Limit *whole `json:"limit"`
+	Burst *whole `json:"burst"`
+}
+
+// whole is a whole-number member of POLICIES, in any form JSON writes one
+// (100, 1e2, 100.0), as POST /check's cost and the admin routes' limit
+// are read (strictjson.Whole). Anything else is the type error
+// encoding/json gives an int64, which jsonProblem words.
+type whole int64
+
+func (w *whole) UnmarshalJSON(b []byte) error {
+	n, ok := strictjson.Whole(b)
+	if !ok {
+		return &json.UnmarshalTypeError{Value: literalKind(b), Type: reflect.TypeFor[int64]()}
+	}
+	*w = whole(n)
+	return nil
+}
+
+// literalKind is how encoding/json's type errors name a JSON literal:
+// "string", "number 1.5", "bool", "array", "object".
+func literalKind(b []byte) string {
+	switch b[0] {
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case '[':
+		return "array"
+	case '{':
+		return "object"
+	}
+	return "number " + string(b)
+}
+
+// int64Of is *w, or 0 for none.
+func (w *whole) int64Of() int64 {
+	if w == nil {
+		return 0
+	}
+	return int64(*w)
 }
 
 // tierSourceJSON is a POLICIES element's "tier": where a request names
@@ -103,19 +142,23 @@ func (r ruleJSON) rule(defaultKey limiter.KeySource) (limiter.Rule, []error) {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("policy %q: "+format, append([]any{r.Name}, args...)...))
 	}
-	p := limiter.Policy{Name: r.Name, Limit: r.Limit, Algorithm: limiter.Algorithm(r.Algorithm), Shadow: r.Shadow, Window: time.Second}
+	p := limiter.Policy{Name: r.Name, Limit: r.Limit.int64Of(), Algorithm: limiter.Algorithm(r.Algorithm), Shadow: r.Shadow, Window: time.Second}
+	if r.Limit == nil {
+		bad(`limit is required, e.g. 100`)
+		p.Limit = 1 // reported; check the rest
+	}
 	if p.Name != DefaultPolicyName {
 		p.Namespace = p.Name
 	}
 	if r.Burst != nil {
-		if p.Burst = *r.Burst; p.Burst < 1 {
+		if p.Burst = r.Burst.int64Of(); p.Burst < 1 {
 			bad("burst %d is below 1", p.Burst)
 			p.Burst = 0 // reported; check the rest
 		}
 	}
 	var cost int64 // zero: 1
 	if r.Cost != nil {
-		if cost = *r.Cost; cost < 1 {
+		if cost = r.Cost.int64Of(); cost < 1 {
 			bad("cost %d is below 1", cost)
 			cost = 0
 		}
@@ -196,9 +239,13 @@ func tiersOf(policy string, raw json.RawMessage) (map[string]limiter.Tier, []err
 			errs = append(errs, fmt.Errorf("policy %q tier %q: %s", policy, name, tierJSONProblem(err)))
 			continue
 		}
-		tier := limiter.Tier{Limit: t.Limit} // none is 0, which Validate refuses as a policy's
+		tier := limiter.Tier{Limit: t.Limit.int64Of()}
+		if t.Limit == nil {
+			errs = append(errs, fmt.Errorf("policy %q tier %q: limit is required, e.g. 1000", policy, name))
+			tier.Limit = 1 // reported; check the rest
+		}
 		if t.Burst != nil {
-			if tier.Burst = *t.Burst; tier.Burst < 1 {
+			if tier.Burst = t.Burst.int64Of(); tier.Burst < 1 {
 				errs = append(errs, fmt.Errorf("policy %q tier %q: burst %d is below 1", policy, name, tier.Burst))
 				tier.Burst = 0 // reported; check the rest
 			}

@@ -56,7 +56,7 @@ func TestConfigTierProblemsAllAtOnce(t *testing.T) {
 	for _, want := range []string{
 		`policy "a": tier "Pro": tier names are 1 to 64 lower-case letters`,
 		`policy "a": tier "default": the name is reserved`,
-		`policy "a" tier "zero": limit 0 is not from 1 to 999999999999999`,
+		`policy "a" tier "zero": limit is required`,
 		`policy "a" tier "b": burst applies to the gcra algorithm only`,
 		`policy "a" tier "neg": burst -1 is below 1`,
 		`policy "c" tier "pro": unknown member "Limit"; members are limit, burst`,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/internal/strictjson"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -148,11 +149,11 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 	// Whole numbers in any form JSON writes them, as /check's cost.
 	var o limiter.Override
 	var ok bool
-	if o.Limit, ok = wholeNumber(in.Limit); !ok {
+	if o.Limit, ok = strictjson.Whole(in.Limit); !ok {
 		return badAdmin(fmt.Sprintf(`"limit" must be a whole number, not %s`, truncate(string(in.Limit), 40)))
 	}
 	if in.Burst != nil {
-		if o.Burst, ok = wholeNumber(in.Burst); !ok || o.Burst < 1 {
+		if o.Burst, ok = strictjson.Whole(in.Burst); !ok || o.Burst < 1 {
 			return badAdmin(fmt.Sprintf(`"burst" must be a whole number of at least 1, not %s`, truncate(string(in.Burst), 40)))
 		}
 	}

@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -163,4 +165,51 @@ func names(t reflect.Type) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// Whole reads a JSON number literal whose value is a whole number,
+// in any of the forms JSON writes one (100, 1e2, 100.0, 1.00e2), within
+// int64 (the callers bound it further). It reads the literal's digits
+// exactly, never as a float64: 1.0000000000000001, which a float64 would
+// round to 1, is not a whole number.
+func Whole(raw []byte) (int64, bool) {
+	lit, neg := strings.CutPrefix(string(raw), "-")
+	mantissa, exp, hasExp := strings.Cut(strings.ToLower(lit), "e")
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	if whole == "" || !digits(whole) || !digits(frac) || hasExp && !digits(strings.TrimLeft(exp, "+-")) {
+		return 0, false // a string, null, true, an object: not a number
+	}
+	// The value is all the mantissa's digits times 10^scale.
+	all := strings.TrimLeft(whole+frac, "0")
+	if all == "" {
+		return 0, true // zero, whatever the exponent
+	}
+	trimmed := strings.TrimRight(all, "0")
+	scale := int64(len(all)-len(trimmed)) - int64(len(frac))
+	if hasExp {
+		// An exponent beyond the literal's length and 19 more, either
+		// way, leaves no whole int64 (and is not added up).
+		e, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil || e > int64(len(raw))+19 || e < -int64(len(raw))-19 {
+			return 0, false
+		}
+		scale += e
+	}
+	// Digits after the point, or more than an int64 holds (19).
+	if scale < 0 || int64(len(trimmed))+scale > 19 {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(trimmed+strings.Repeat("0", int(scale)), 10, 64)
+	if err != nil || u > math.MaxInt64 {
+		return 0, false
+	}
+	if neg {
+		return -int64(u), true
+	}
+	return int64(u), true
+}
+
+// digits reports whether s is ASCII digits only (or empty).
+func digits(s string) bool {
+	return strings.Trim(s, "0123456789") == ""
 }
