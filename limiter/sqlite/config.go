@@ -26,8 +26,8 @@ type Config struct {
 	// or WAL, whose index lives in shared memory on one host, and so only
 	// for processes of one machine, with one shard.
 	JournalMode string
-	// BusyTimeout bounds each wait for a database lock; zero means
-	// DefaultBusyTimeout.
+	// BusyTimeout bounds each wait for a database lock, 1ms or more; zero
+	// means DefaultBusyTimeout.
 	BusyTimeout time.Duration
 	// ReadOnly opens the databases for reading only, as the status
 	// function does on its read-only mount: no migrations, no writes.
@@ -82,8 +82,10 @@ func (c Config) Validate() error {
 	case shards > 1 && mode == "WAL":
 		bad("Shards", "WAL commits a request counted in several shards atomically per file only; use one shard with WAL, or a rollback journal")
 	}
-	if c.BusyTimeout < 0 {
-		bad("BusyTimeout", "%v is below zero", c.BusyTimeout)
+	if c.BusyTimeout < 0 || c.BusyTimeout > 0 && c.BusyTimeout < time.Millisecond {
+		// SQLite waits in whole milliseconds, and a decision's own
+		// statements outlast a microsecond: every decision would fail.
+		bad("BusyTimeout", "%v is below 1ms (zero means %v)", c.BusyTimeout, DefaultBusyTimeout)
 	}
 	if c.Path != "" && c.Shards >= 0 && c.Shards <= MaxShards {
 		for i := range shards {

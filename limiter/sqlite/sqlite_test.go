@@ -522,3 +522,19 @@ func TestInWALACommitWaitsForNoReader(t *testing.T) {
 		t.Errorf("audit rows after the reader left: %d, want %d", got, n+1)
 	}
 }
+
+// TestABusyTimeoutBelowAMillisecondIsRefused: SQLite waits for a lock in
+// whole milliseconds, and a decision's own statements take longer than a
+// microsecond: a BusyTimeout of 1ns used to be taken, and every
+// uncontended decision then failed with "context deadline exceeded" (at
+// 1µs, one in ten). 1ms and more are taken (BUSY_TIMEOUT's range), and
+// zero is the default.
+func TestABusyTimeoutBelowAMillisecondIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	for d, ok := range map[time.Duration]bool{-time.Second: false, time.Nanosecond: false, time.Microsecond: false, 999 * time.Microsecond: false, 0: true, time.Millisecond: true, time.Second: true} {
+		err := sqlite.Config{Path: path, BusyTimeout: d}.Validate()
+		if (err == nil) != ok || !ok && !strings.Contains(err.Error(), "1ms") {
+			t.Errorf("BusyTimeout %v: %v, want accepted %v, a refusal naming 1ms", d, err, ok)
+		}
+	}
+}
