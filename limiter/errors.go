@@ -16,9 +16,9 @@ var (
 )
 
 // ErrInvalidPolicies is the error of every check of a Limiter that has no
-// Store, or whose Policies are not one valid configuration: a policy that
-// is not valid (Policy.Validate), two with one name or one namespace, or
-// more than 32.
+// Store, or whose Policies are not one valid configuration: none, a
+// policy that is not valid (Policy.Validate), two with one name or one
+// namespace, or more than 32.
 var ErrInvalidPolicies = errors.New("invalid policies")
 
 // ErrUnavailable marks store failures that may clear by themselves: the file

@@ -77,6 +77,9 @@ func (l *Limiter) Allow(ctx context.Context, r Request) (Outcome, error) {
 func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 	l.validated.Do(func() {
 		err := validatePolicies(l.Policies)
+		if len(l.Policies) == 0 {
+			err = errors.Join(err, errors.New("no policies: nothing would be counted"))
+		}
 		if l.Store == nil {
 			err = errors.Join(err, errors.New("no store"))
 		}
@@ -103,9 +106,6 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 			}
 			policies[i] = l.Policies[j]
 		}
-	}
-	if len(policies) == 0 {
-		return Attempt{}, refuse(ErrUnknownPolicy, "none applies")
 	}
 	if r.Cost < 0 {
 		return Attempt{}, refuse(ErrInvalidCost, "%d is below 1", r.Cost)
