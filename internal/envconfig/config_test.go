@@ -310,3 +310,20 @@ func TestConfigSpansSayWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigRefusesAHeadRoute: this service answers a HEAD as its GET,
+// headers and status alike, so a POLICIES route for HEAD alone would count
+// the HEADs and not the GETs they stand for (a HEAD /ping got its 429
+// while GET /ping went uncounted, and -check said nothing counted it).
+// Refused, naming the GET route that counts both.
+func TestConfigRefusesAHeadRoute(t *testing.T) {
+	for _, route := range []string{"HEAD /ping", "HEAD example.com/ping", "HEAD  /check"} {
+		_, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":2,"window":"60s","routes":["` + route + `"]}]`}), envconfig.Lambda)
+		if err == nil || !strings.Contains(err.Error(), "HEAD") || !strings.Contains(err.Error(), "GET") {
+			t.Errorf("route %q: %v; want it refused, naming the GET route", route, err)
+		}
+	}
+	if _, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":2,"window":"60s","routes":["GET /ping","/HEAD"]}]`}), envconfig.Lambda); err != nil {
+		t.Errorf("GET /ping and /HEAD: %v", err)
+	}
+}

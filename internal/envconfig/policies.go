@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -198,6 +199,11 @@ func (r ruleJSON) routes(bad func(format string, args ...any)) []string {
 	for _, route := range routes {
 		if strings.TrimSpace(route) == "" {
 			bad("a route is empty")
+		}
+		// The service answers a HEAD as its GET: a route for HEAD alone
+		// would count the HEADs and not the GETs they stand for.
+		if method, rest, ok := strings.Cut(strings.TrimSpace(route), " "); ok && method == http.MethodHead {
+			bad("route %q: a HEAD is answered as its GET, and counted as one; write %q, which counts both", route, "GET "+strings.TrimSpace(rest))
 		}
 	}
 	return slices.Clone(routes)
