@@ -41,6 +41,8 @@ type Request struct {
 	// every policy of the Limiter.
 	Policies []string
 	// At is the instant of the request; zero means now, by Limiter.Now.
+	// The stores decide at instants from 1970 to 2160 only, and fail
+	// with an error for any other (a clock that is wrong).
 	At time.Time
 	// Route and RequestID go into the audit record of an allowed check.
 	Route, RequestID string

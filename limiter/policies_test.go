@@ -192,4 +192,8 @@ func TestALimitBelowOneIsOneError(t *testing.T) {
 			t.Errorf("limit %d, tiers %v: %v; want one error, the limit's", p.Limit, p.Tiers, err)
 		}
 	}
+	err := limiter.Rule{Policy: limiter.Policy{Name: "a", Limit: -5, Window: time.Minute}, Routes: []string{"/"}, Cost: -1}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "cost -1 is below 1") || strings.Contains(err.Error(), "to -5") {
+		t.Errorf("cost -1 under a limit of -5: %v; want the cost below 1, with no range made of the limit", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Algorithm is how a policy counts.
@@ -131,7 +132,11 @@ func (p Policy) Validate() error {
 	case len(p.Name) > maxPolicyNameBytes:
 		// Every response's RateLimit-Policy repeats it, and so do 429s,
 		// log lines and metrics.
-		errs = append(errs, fmt.Errorf("policy %q…: a name of %d bytes: names are 1 to %d", p.Name[:16], len(p.Name), maxPolicyNameBytes))
+		n := 16
+		for !utf8.RuneStart(p.Name[n]) {
+			n--
+		}
+		errs = append(errs, fmt.Errorf("policy %q…: a name of %d bytes: names are 1 to %d", p.Name[:n], len(p.Name), maxPolicyNameBytes))
 	case !validName(p.Name):
 		// It is written into headers as a structured-field string.
 		errs = append(errs, fmt.Errorf("policy %q: names are lower-case letters, digits, '-', '_' and '.'", p.Name))

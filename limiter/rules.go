@@ -44,7 +44,10 @@ func (r Rule) Validate() error {
 		errs = append(errs, fmt.Errorf("policy %q: no routes: a rule counts only the requests its routes match", r.Policy.Name))
 	}
 	// A capacity below 1 is its limit's error, said above, not the cost's.
-	if most := r.Policy.leastCapacity(); r.Cost < 0 || most >= 1 && r.Cost > most {
+	switch most := r.Policy.leastCapacity(); {
+	case r.Cost < 0:
+		errs = append(errs, fmt.Errorf("policy %q: cost %d is below 1", r.Policy.Name, r.Cost))
+	case most >= 1 && r.Cost > most:
 		errs = append(errs, fmt.Errorf("policy %q: cost %d is not from 1 to %d, the most one request can pass (under every tier)", r.Policy.Name, r.Cost, most))
 	}
 	return errors.Join(append(errs, r.tierSourceErrors()...)...)

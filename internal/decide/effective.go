@@ -58,12 +58,17 @@ var (
 	latest   = time.Date(2160, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
+// ErrInstant is Instant's error: the caller's clock is wrong, which no
+// request and no store could mend (the service answers it 500, never with
+// its fail mode).
+var ErrInstant = errors.New("an instant no store decides at")
+
 // Instant reports what is wrong with now as the instant of a decision, a
 // read or a reset, or nil: the zero time.Time (a clock left unset), and
 // anything outside earliest and latest.
 func Instant(now time.Time) error {
 	if now.Before(earliest) || !now.Before(latest) {
-		return fmt.Errorf("the instant %v is not from 1970 to 2160, the instants a store decides at (a clock left unset reads the year 1)", now)
+		return fmt.Errorf("%w: %v is not from 1970 to 2160 (a clock left unset reads the year 1)", ErrInstant, now)
 	}
 	return nil
 }

@@ -317,7 +317,7 @@ func TestConfigSpansSayWhatIsWrong(t *testing.T) {
 // while GET /ping went uncounted, and -check said nothing counted it).
 // Refused, naming the GET route that counts both.
 func TestConfigRefusesAHeadRoute(t *testing.T) {
-	for _, route := range []string{"HEAD /ping", "HEAD example.com/ping", "HEAD  /check"} {
+	for _, route := range []string{"HEAD /ping", "HEAD example.com/ping", "HEAD  /check", `HEAD\t/ping`} {
 		_, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":2,"window":"60s","routes":["` + route + `"]}]`}), envconfig.Lambda)
 		if err == nil || !strings.Contains(err.Error(), "HEAD") || !strings.Contains(err.Error(), "GET") {
 			t.Errorf("route %q: %v; want it refused, naming the GET route", route, err)

@@ -202,8 +202,9 @@ func (r ruleJSON) routes(bad func(format string, args ...any)) []string {
 		}
 		// The service answers a HEAD as its GET: a route for HEAD alone
 		// would count the HEADs and not the GETs they stand for.
-		if method, rest, ok := strings.Cut(strings.TrimSpace(route), " "); ok && method == http.MethodHead {
-			bad("route %q: a HEAD is answered as its GET, and counted as one; write %q, which counts both", route, "GET "+strings.TrimSpace(rest))
+		// ServeMux ends a pattern's method at a space or a tab.
+		if r := strings.TrimSpace(route); strings.IndexAny(r, " \t") == len(http.MethodHead) && strings.HasPrefix(r, http.MethodHead) {
+			bad("route %q: a HEAD is answered as its GET, and counted as one; write %q, which counts both", route, "GET "+strings.TrimSpace(r[len(http.MethodHead):]))
 		}
 	}
 	return slices.Clone(routes)

@@ -186,7 +186,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func notFound(r *http.Request) *Problem {
-	return problem(http.StatusNotFound, TypeBlank, "No route for "+instance(r)+".")
+	path, cut := strings.CutSuffix(instance(r), escapedEllipsis)
+	if cut {
+		path += "…"
+	}
+	return problem(http.StatusNotFound, TypeBlank, "No route for "+path+".")
 }
 
 // begin starts a request's bookkeeping: its instant, read once, and what

@@ -407,3 +407,17 @@ func TestDenialFromMemoryHasTheSameAnswer(t *testing.T) {
 		t.Errorf("stored count %d, want 4", u.Count)
 	}
 }
+
+// TestAClockLeftUnsetIsTheServersFault: a clock that reads outside what
+// the stores decide at (a zero time.Time from an Options.Now left unset
+// in a test, say) is a 500 problem, with the cause logged, never a store
+// outage: FailOpen would let every request through uncounted, and the
+// metrics would count a store error.
+func TestAClockLeftUnsetIsTheServersFault(t *testing.T) {
+	f := newFixture(t, service.Options{Now: func() time.Time { return time.Time{} }, FailMode: limiter.FailOpen})
+	wantProblem(t, f.do(t, "GET", "/ping", "X-Client-Key", "k"), 500, service.TypeBlank, "/ping")
+	wantProblem(t, f.do(t, "GET", "/status?key=k"), 500, service.TypeBlank, "/status")
+	if !strings.Contains(f.logs.String(), "1970 to 2160") {
+		t.Errorf("the cause is not logged: %s", f.logs)
+	}
+}

@@ -391,6 +391,9 @@ func (e *engine) decide(req *request, route, key string, ask func(context.Contex
 	o, err := ask(ctx)
 	latency := time.Since(began)
 	if p := refusal(err); p != nil {
+		if p.Status >= 500 {
+			req.err = err // logged: a bug's cause
+		}
 		return o, p
 	}
 	if err != nil {

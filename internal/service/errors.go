@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -31,6 +32,11 @@ var refusals = map[error]struct {
 func refusal(err error) *Problem {
 	if p := (*Problem)(nil); errors.As(err, &p) {
 		return p
+	}
+	if errors.Is(err, decide.ErrInstant) {
+		// The clock is wrong: not the client's fault, nor the store's
+		// (a fail mode would let every request through uncounted).
+		return problem(http.StatusInternalServerError, TypeBlank, "The server could not handle the request.")
 	}
 	var re *limiter.RequestError
 	if errors.As(err, &re) {

@@ -186,8 +186,11 @@ func instance(r *http.Request) string {
 	} else if s[n-2] == '%' {
 		n -= 2
 	}
-	return s[:n] + "%E2%80%A6"
+	return s[:n] + escapedEllipsis
 }
+
+// escapedEllipsis ends an instance cut short: "…", escaped.
+const escapedEllipsis = "%E2%80%A6"
 
 // writeJSON writes v as the response body. The body types here cannot fail
 // to encode, so an error is only possible on a broken connection, where

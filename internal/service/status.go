@@ -63,6 +63,9 @@ func (a *API) status(req *request) error {
 		u, err := a.opts.Store.Usage(req.r.Context(), decide.Tiered(p, tier), key, req.now)
 		if err != nil {
 			req.err, req.verdict = err, failed
+			if refused := refusal(err); refused != nil {
+				return refused
+			}
 			return storeUnavailable(p.Window)
 		}
 		u.Tier = decide.TierOf(limiter.Charge{Policy: p, Tier: tier})

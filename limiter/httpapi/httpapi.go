@@ -25,9 +25,10 @@ import (
 // A KeyFunc finds a request's client key for a policy: the source IP
 // (BySourceIP), a header (ByHeader), a JWT claim (ByClaim), or your own (a
 // session, an API key looked up in a database). An error that is a
-// *Problem (Unauthenticated, BadRequest) is answered as it is; any other
-// is logged and answered with a 400 invalid-client-key problem that does
-// not repeat it.
+// *Problem (Unauthenticated, BadRequest) is answered as it is, when its
+// Status is a 4xx or 5xx (any other is a bug, answered 500); any other
+// error is logged and answered with a 400 invalid-client-key problem that
+// does not repeat it.
 type KeyFunc func(*http.Request) (string, error)
 
 // A CostFunc says what a request costs under a policy (the size of an
@@ -166,7 +167,7 @@ func OutcomeFrom(ctx context.Context) (limiter.Outcome, bool) { return service.O
 // Problem is an RFC 9457 Problem Details object: Type, Title, Status,
 // Detail and Instance, and for a 429 the Policies that hold the client
 // back. A KeyFunc or CostFunc returns one (Unauthenticated, BadRequest) to
-// answer with it.
+// answer with it; its Status must be a 4xx or 5xx, or the answer is a 500.
 type Problem = service.Problem
 
 // Unauthenticated is the 401 answer, with WWW-Authenticate: Bearer, for a
