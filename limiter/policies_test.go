@@ -167,6 +167,10 @@ func TestPolicyNamesAreBounded(t *testing.T) {
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "1 to 64") || strings.Contains(err.Error(), p.Name) {
 		t.Errorf("a 65-byte name: %v; want it refused, saying 1 to 64, without repeating it whole", err)
 	}
+	// Cut short, the name is cut between characters, not inside one.
+	if err := (limiter.Policy{Name: "a" + strings.Repeat("é", 40), Limit: 1, Window: time.Second}).Validate(); err == nil || strings.Contains(err.Error(), `\x`) {
+		t.Errorf("an 81-byte name of two-byte characters after one of one byte: %v; want it refused, cut on a character", err)
+	}
 	// POLICIES namespaces a policy by its name: the name is what is too
 	// long, said once, not a namespace the variable has no member for.
 	_, err := envconfig.Read(func(k string) string {

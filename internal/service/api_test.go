@@ -213,6 +213,9 @@ func TestProblemInstanceIsTheRequestPath(t *testing.T) {
 	if _, err := url.ParseRequestURI(in); err != nil || !strings.HasPrefix(long, strings.TrimSuffix(in, "%E2%80%A6")) || !strings.HasSuffix(in, "%E2%80%A6") || len(in) > 200+len("%E2%80%A6") {
 		t.Errorf("instance of a %d-byte path: %q (%v), want its first 200 bytes or fewer, whole escapes, then an escaped ellipsis", len(long), in, err)
 	}
+	if d, _ := p["detail"].(string); !strings.HasSuffix(d, "….") || strings.Contains(d, "%E2%80%A6") {
+		t.Errorf("detail of a %d-byte path: %q, want it cut short with a plain ellipsis", len(long), d)
+	}
 	w := f.do(t, "CONNECT", "127.0.0.1:3101")
 	p = wantProblem(t, w, 404, service.TypeBlank, "//127.0.0.1:3101")
 	if d, _ := p["detail"].(string); !strings.Contains(d, "127.0.0.1:3101") {
