@@ -186,7 +186,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func notFound(r *http.Request) *Problem {
-	path, cut := strings.CutSuffix(instance(r), escapedEllipsis)
+	path, cut := requestPath(r)
 	if cut {
 		path += "…"
 	}

@@ -172,13 +172,23 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 // network-path reference. Over 200 bytes it is cut between escapes and
 // ends in an escaped ellipsis, a URI reference still.
 func instance(r *http.Request) string {
+	s, cut := requestPath(r)
+	if cut {
+		s += "%E2%80%A6" // "…", escaped
+	}
+	return s
+}
+
+// requestPath is r's path as instance names it, at most 200 bytes, cut
+// between escapes, and whether it was cut.
+func requestPath(r *http.Request) (path string, cut bool) {
 	s := r.URL.EscapedPath()
 	if s == "" && r.URL.Host != "" {
 		s = "//" + r.URL.Host
 	}
 	const most = 200
 	if len(s) <= most {
-		return s
+		return s, false
 	}
 	n := most
 	if s[n-1] == '%' {
@@ -186,11 +196,8 @@ func instance(r *http.Request) string {
 	} else if s[n-2] == '%' {
 		n -= 2
 	}
-	return s[:n] + escapedEllipsis
+	return s[:n], true
 }
-
-// escapedEllipsis ends an instance cut short: "…", escaped.
-const escapedEllipsis = "%E2%80%A6"
 
 // writeJSON writes v as the response body. The body types here cannot fail
 // to encode, so an error is only possible on a broken connection, where

@@ -63,10 +63,7 @@ func (a *API) status(req *request) error {
 		u, err := a.opts.Store.Usage(req.r.Context(), decide.Tiered(p, tier), key, req.now)
 		if err != nil {
 			req.err, req.verdict = err, failed
-			if refused := refusal(err); refused != nil {
-				return refused
-			}
-			return storeUnavailable(p.Window)
+			return problemOf(err, p.Window)
 		}
 		u.Tier = decide.TierOf(limiter.Charge{Policy: p, Tier: tier})
 		if i == 0 {

@@ -14,11 +14,10 @@ import (
 // request the service sends could hold, for a program that calls it
 // directly: a key that is not a client key (empty, over 256 bytes, a
 // control character, bytes that are not UTF-8) in every call that names
-// one; an instant outside 1970 to 2160,
-// beyond which a GCRA bucket's time, nanoseconds since 1970 that may run
-// a century ahead, overflows (a zero time.Time from a clock left unset,
-// the year 2300). Each used to be taken: the keys
-// stored, GCRA's arithmetic overflowed.
+// one; an instant outside 1970 to 2160, beyond which a GCRA bucket's
+// time, nanoseconds since 1970 that may run a century ahead, overflows (a
+// zero time.Time from a clock left unset, the year 2300). Each used to be
+// taken: the keys stored, GCRA's arithmetic overflowed.
 func refusals(t *testing.T, h Harness) {
 	in := h.New(t)
 	ctx := context.Background()
