@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ft251/ratelimit/internal/typednil"
 )
 
 // Limiter decides, for a Go caller, whether a key may proceed under named
@@ -82,9 +84,7 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 		if len(l.Policies) == 0 {
 			err = errors.Join(err, errors.New("no policies: nothing would be counted"))
 		}
-		if l.Store == nil {
-			err = errors.Join(err, errors.New("no store"))
-		}
+		err = errors.Join(err, typednil.Missing("store", l.Store))
 		if err != nil {
 			l.invalid = fmt.Errorf("%w: %w", ErrInvalidPolicies, err)
 		}

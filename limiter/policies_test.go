@@ -55,6 +55,11 @@ func TestPoliciesThatWouldShareCountersAreRefused(t *testing.T) {
 	if _, err := (&limiter.Limiter{Policies: []limiter.Policy{withNS(a, "a")}}).Allow(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), "no store") {
 		t.Errorf("a Limiter without a store: %v, want ErrInvalidPolicies saying so (it used to panic)", err)
 	}
+	// A nil pointer of a store's type is no store either: its first
+	// decision used to panic.
+	if _, err := (&limiter.Limiter{Store: (*sqlite.Store)(nil), Policies: []limiter.Policy{withNS(a, "a")}}).Allow(context.Background(), limiter.Request{Key: "k", Cost: 1}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), "no store: a nil *sqlite.Store") {
+		t.Errorf("a Limiter with a nil *sqlite.Store: %v, want ErrInvalidPolicies saying so", err)
+	}
 	// None at all is no configuration: it used to be each check's fault,
 	// ErrUnknownPolicy "none applies", a request error.
 	if _, err := (&limiter.Limiter{Store: sqlitetest.Open(t, sqlite.Config{})}).Allow(context.Background(), limiter.Request{Key: "k"}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), "no policies") {

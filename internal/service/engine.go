@@ -16,6 +16,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/internal/typednil"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
 )
@@ -145,6 +146,9 @@ func newEngine(opts Options) (*engine, error) {
 	if opts.FailMode == "" {
 		opts.FailMode = limiter.FailClosed
 	}
+	if typednil.Is(opts.Metrics) {
+		opts.Metrics = nil // a nil *metrics.EMF records nothing, as nil does
+	}
 	// The rules are the engine's own from here: a later change to the
 	// caller's tiers would skip validation and race with requests.
 	opts.Rules = slices.Clone(opts.Rules)
@@ -154,9 +158,9 @@ func newEngine(opts Options) (*engine, error) {
 	}
 	e := &engine{opts: opts}
 	errs := []error{limiter.ValidateRules(opts.Rules), opts.FailMode.Validate()}
-	if opts.Store == nil {
+	if err := typednil.Missing("store", opts.Store); err != nil {
 		// Told with the rest: every problem in one error.
-		errs = append([]error{errors.New("no store")}, errs...)
+		errs = append([]error{err}, errs...)
 	}
 	if len(opts.Rules) == 0 {
 		errs = append(errs, errors.New("no rules: nothing would be counted"))

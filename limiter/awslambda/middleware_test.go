@@ -232,6 +232,7 @@ func TestMiddlewareRefusesBadOptions(t *testing.T) {
 		"a key function for no policy":  {Store: store, Rules: []limiter.Rule{{Policy: p, Routes: []string{"/"}}}, Keys: map[string]httpapi.KeyFunc{"q": nil}},
 		"an invalid policy":             {Store: store, Rules: []limiter.Rule{{Policy: limiter.Policy{Name: "x"}, Routes: []string{"/"}}}},
 		"no store":                      {Rules: []limiter.Rule{{Policy: p, Routes: []string{"/"}}}},
+		"a nil *sqlite.Store":           {Store: (*sqlite.Store)(nil), Rules: []limiter.Rule{{Policy: p, Routes: []string{"/"}}}},
 	} {
 		if _, err := httpapi.Middleware(o); err == nil {
 			t.Errorf("%s: accepted", name)

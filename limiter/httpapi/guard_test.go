@@ -322,6 +322,18 @@ func (m *countingMetrics) Decision(time.Time, string, string, string, string, ti
 }
 func (m *countingMetrics) StoreError(time.Time, string, string) { m.storeErrors.Add(1) }
 
+// TestANilMetricsRecordsNothing: Options.Metrics holding a nil pointer (a
+// *metrics.EMF left unset) is no Metrics, as nil is: requests are served
+// and counted. It used to answer every counted request 500, after counting
+// it, without reaching the handler.
+func TestANilMetricsRecordsNothing(t *testing.T) {
+	var m *countingMetrics
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: pingPolicy, Routes: []string{"/ping"}}}, Metrics: m}, ok)
+	if w := g.do(t, "GET", "/ping", "X-Client-Key", "k"); w.Code != 200 || w.Body.String() != "ok" || w.Header().Get("X-RateLimit-Remaining") == "" {
+		t.Errorf("GET /ping with a nil *Metrics: %d %q, want the handler's 200 with the count's headers", w.Code, w.Body)
+	}
+}
+
 // TestAClientThatLeftIsNotAStoreFault: a request whose client went away
 // before the store answered is logged "cancelled", at INFO, and is not
 // measured as a store error (which the store-fault alarm counts).

@@ -71,7 +71,8 @@ type Options struct {
 	// *Problem is answered as it is; any other is logged, and the request
 	// gets the policy's own limit.
 	Tiers map[string]func(*http.Request) (string, error)
-	// Metrics receives what is decided; nil records nothing.
+	// Metrics receives what is decided; nil, or a nil pointer, records
+	// nothing.
 	Metrics Metrics
 	// FailMode says what a request gets when the store fails: FailClosed
 	// (the default) a 503, FailOpen the handler, uncounted.
@@ -112,7 +113,8 @@ type Options struct {
 // lets the request through, uncounted. A panic of the handler is not the
 // middleware's: it lets the panic go on, to your recovery or net/http's.
 //
-// It fails with every problem in one error: no store, no rules, a rule
+// It fails with every problem in one error: no store (nil, or a nil
+// pointer of a store's type), no rules, a rule
 // with no routes, an invalid policy, policies that would share counters
 // (limiter.ValidateRules), a key source or fail mode of no kind, a
 // constant cost no request could pass, a route pattern http.ServeMux

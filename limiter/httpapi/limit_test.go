@@ -56,8 +56,9 @@ func TestLimitGuardsEverythingItWraps(t *testing.T) {
 	}
 }
 
-// TestLimitRefusesWhatMiddlewareRefuses: no store, an invalid policy, no
-// key function: an error, not a handler that would count wrong.
+// TestLimitRefusesWhatMiddlewareRefuses: no store (nil, or a nil pointer
+// of a store's type), an invalid policy, no key function: an error, not a
+// handler that would count wrong or answer every request 500.
 func TestLimitRefusesWhatMiddlewareRefuses(t *testing.T) {
 	ok := limiter.Policy{Name: "api", Limit: 1, Window: time.Minute}
 	for name, tc := range map[string]struct {
@@ -67,6 +68,7 @@ func TestLimitRefusesWhatMiddlewareRefuses(t *testing.T) {
 		want  string
 	}{
 		"no store":    {nil, ok, httpapi.BySourceIP, "no store"},
+		"a nil store": {(*memory.Store)(nil), ok, httpapi.BySourceIP, "no store: a nil *memory.Store"},
 		"a bad limit": {memory.New(), limiter.Policy{Name: "api", Window: time.Minute}, httpapi.BySourceIP, "limit 0"},
 		"no key":      {memory.New(), ok, nil, "the key function is nil: give BySourceIP, ByHeader(name), ByClaim(name) or your own"},
 	} {
