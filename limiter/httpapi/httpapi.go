@@ -114,16 +114,16 @@ type Options struct {
 // middleware's: it lets the panic go on, to your recovery or net/http's.
 //
 // It fails with every problem in one error: no store (nil, or a nil
-// pointer of a store's type), no rules, a rule
-// with no routes, an invalid policy, policies that would share counters
-// (limiter.ValidateRules), a key source or fail mode of no kind, a
-// constant cost no request could pass, a route pattern http.ServeMux
-// refuses or whose host no request could match (a request's host is
-// matched without its port, in lower case, without a trailing dot), a
-// key, cost or tier function that is nil or for no policy, a policy with
-// both a Cost and a CostFunc, a tier function for a policy without tiers
-// or beside its rule's TierClaim or TierHeader, a policy with tiers that
-// neither its rule nor a tier function names.
+// pointer of a store's type), no rules, a rule with no routes, an invalid
+// policy, policies that would share counters (limiter.ValidateRules), a
+// key source or fail mode of no kind, a constant cost no request could
+// pass, a route pattern http.ServeMux refuses or whose host no request
+// could match (a request's host is matched without its port, in lower
+// case, without a trailing dot), a key, cost or tier function that is nil
+// or for no policy, a policy with both a Cost and a CostFunc, a tier
+// function for a policy without tiers or beside its rule's TierClaim or
+// TierHeader, a policy with tiers that neither its rule nor a tier
+// function names.
 func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	so := service.Options{Store: opts.Store, Rules: opts.Rules, FailMode: opts.FailMode, Now: opts.Now, Logger: opts.Logger}
 	if opts.Metrics != nil {
