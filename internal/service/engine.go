@@ -301,6 +301,17 @@ func (e *engine) chargesOf(req *request, rules []*rule) ([]limiter.Charge, error
 	return charges, nil
 }
 
+// funcProblem is p, the *Problem a caller's key, cost or tier function
+// (what) returned under rl, as the request's answer. One without an error
+// status is that function's bug, answered 500 (writeError): the line says
+// which function and what was wrong.
+func (req *request) funcProblem(what string, rl *rule, p *Problem) *Problem {
+	if !p.sendable() {
+		req.funcErr = append(req.funcErr, fmt.Sprintf("%s of %s: a *Problem with status %d, not 4xx or 5xx: %v", what, rl.Policy.Name, p.Status, p))
+	}
+	return p
+}
+
 // keyOf finds the rule's key in req: by its KeyFunc, or its KeySource.
 func (rl *rule) keyOf(req *request) (string, error) {
 	if rl.key == nil {
@@ -310,7 +321,7 @@ func (rl *rule) keyOf(req *request) (string, error) {
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
-		return "", p
+		return "", req.funcProblem("key", rl, p)
 	case err != nil:
 		req.funcErr = append(req.funcErr, fmt.Sprintf("key of %s: %v", rl.Policy.Name, err))
 		return "", problem(http.StatusBadRequest, TypeInvalidKey, "The request's client key cannot be told.")
@@ -332,7 +343,7 @@ func (rl *rule) costOf(req *request) (int64, error) {
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
-		return 0, p
+		return 0, req.funcProblem("cost", rl, p)
 	case err != nil:
 		req.funcErr = append(req.funcErr, fmt.Sprintf("cost of %s: %v", rl.Policy.Name, err))
 		return 0, problem(http.StatusBadRequest, TypeInvalidRequest, "The request's cost cannot be told.")
@@ -358,7 +369,7 @@ func (rl *rule) tierOf(req *request) (string, error) {
 		var p *Problem
 		switch {
 		case errors.As(err, &p):
-			return "", p
+			return "", req.funcProblem("tier", rl, p)
 		case err != nil:
 			req.funcErr = append(req.funcErr, fmt.Sprintf("tier of %s: %v", rl.Policy.Name, err))
 			return "", nil

@@ -2,6 +2,7 @@ package service
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/fault"
@@ -58,6 +59,7 @@ type line struct {
 	admin             map[string]any
 	err               error
 	cancelled         bool
+	bug               bool // answered 500 by the service, not the handler behind: logged at ERROR
 }
 
 // lineOf is req's log line.
@@ -65,7 +67,11 @@ func lineOf(req *request) line {
 	l := line{method: req.r.Method, path: req.r.URL.Path, key: req.key, tier: req.tier, status: req.w.status, verdict: req.verdict,
 		latency: time.Since(req.start), requestID: req.caller.RequestID, lambdaRequestID: req.caller.LambdaRequestID,
 		fromMemory: req.fromMemory, outcome: req.outcome, shadowSkipped: req.shadowSkipped, funcErr: req.funcErr,
-		admin: req.admin, err: req.err, cancelled: req.cancelled()}
+		admin: req.admin, err: req.err, cancelled: req.cancelled(),
+		// Only a bug of ours, or of a function the caller gave us, answers
+		// 500 (writeError); the handler behind the middleware may, for
+		// its own reasons.
+		bug: req.w.status == http.StatusInternalServerError && !req.passed}
 	switch {
 	case l.cancelled:
 		l.verdict = cancelled
@@ -90,6 +96,9 @@ func (e *engine) log(req *request) {
 		if !fault.Of(l.err).Transient() {
 			level = slog.LevelError
 		}
+	}
+	if l.bug {
+		level = slog.LevelError
 	}
 	// The handler is called as Logger.LogAttrs would call it, without the
 	// caller's program counter: LogAttrs reads the stack for a source

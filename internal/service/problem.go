@@ -43,6 +43,12 @@ type Problem struct {
 // Error makes a Problem an error, so handlers can return it.
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 
+// sendable reports whether p can be sent as an answer: its status is an
+// error's. Any other (a key function's, left zero) is the bug of whoever
+// made it: sent as it is, it would be a success that never happened, or
+// no response at all; writeError answers 500 instead.
+func (p *Problem) sendable() bool { return p.Status >= 400 && p.Status <= 599 }
+
 // methodNotAllowed is the 405 answer for path, which takes only the
 // methods allow lists (the Allow header's value).
 func methodNotAllowed(path, allow string) *Problem {
@@ -151,10 +157,7 @@ func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Sec
 // says nothing about internals.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var p *Problem
-	if !errors.As(err, &p) || p.Status < 400 || p.Status > 599 {
-		// A Problem without an error status (a key function's, left
-		// zero) is a bug too: sent as it is, it would be a success that
-		// never happened, or no response at all.
+	if !errors.As(err, &p) || !p.sendable() {
 		p = problem(http.StatusInternalServerError, TypeBlank, "The server could not handle the request.")
 	}
 	out := *p

@@ -532,6 +532,24 @@ func TestAProblemWithoutAnErrorStatusIsA500(t *testing.T) {
 		if ran {
 			t.Errorf("status %d: the handler ran", status)
 		}
+		// The 500 is a bug of the key function's: its line says so, at
+		// ERROR, with what was wrong. It used to be an INFO line with no
+		// cause, "refused".
+		var line map[string]any
+		json.Unmarshal(g.logs.Bytes(), &line)
+		cause := fmt.Sprintf("key of ping: a *Problem with status %d, not 4xx or 5xx", status)
+		if errs, _ := line["func_error"].([]any); line["level"] != "ERROR" || len(errs) != 1 || !strings.HasPrefix(fmt.Sprint(errs[0]), cause) {
+			t.Errorf("status %d: log line %v, want it at ERROR with func_error %q", status, line, cause)
+		}
+	} // A 500 of the handler behind is the handler's business: its line
+	// stays at INFO.
+	g := newGuard(t, httpapi.Options{Rules: []limiter.Rule{{Policy: pingPolicy, Routes: []string{"/k"}}}},
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
+	g.do(t, "GET", "/k", "X-Client-Key", "k")
+	var line map[string]any
+	json.Unmarshal(g.logs.Bytes(), &line)
+	if line["level"] != "INFO" || line["status"] != 500.0 || line["decision"] != "allowed" {
+		t.Errorf("the handler's own 500: log line %v, want it at INFO, allowed", line)
 	}
 }
 
