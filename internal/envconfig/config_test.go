@@ -193,8 +193,10 @@ func TestConfigPoliciesReadWholeNumbersAsTheAPIDoes(t *testing.T) {
 		`[{"name":"a","window":"1m"}]`:              `policy "a": limit is required`,
 		`[{"name":"a","limit":null,"window":"1m"}]`: `policy "a": limit is required`,
 		`[{"name":"a","limit":10,"window":"1m","tiers":{"pro":{"limit":null}},"tier":{"source":"header","header":"X"}}]`: `policy "a" tier "pro": limit is required`,
-		`[{"name":"a","limit":1.5,"window":"1m"}]`:          `policy 1: "limit" must be a whole number, not number 1.5`,
-		`[{"name":"a","limit":1,"window":"1m","cost":"2"}]`: `policy 1: "cost" must be a whole number, not string`,
+		`[{"name":"a","limit":1.5,"window":"1m"}]`:  `policy 1: "limit" must be a whole number, not number 1.5`,
+		`[{"name":"a","limit":1e30,"window":"1m"}]`: `policy 1: "limit" is 1e30, more than any limit can be`,
+		`[{"name":"a","limit":1,"window":"1m","tiers":{"pro":{"limit":1e30}},"tier":{"source":"header","header":"X"}}]`: `"limit" is 1e30, more than any limit can be`,
+		`[{"name":"a","limit":1,"window":"1m","cost":"2"}]`:                                                             `policy 1: "cost" must be a whole number, not string`,
 	} {
 		_, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": v}), envconfig.Lambda)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "limit 0") {

@@ -54,14 +54,22 @@ type tierJSON struct {
 // encoding/json gives an int64, which jsonProblem words.
 type whole int64
 
+// A whole number beyond int64 is the type error of a *beyond, which
+// jsonProblem words as too large.
 func (w *whole) UnmarshalJSON(b []byte) error {
-	n, ok := strictjson.Whole(b)
-	if !ok {
+	n, err := strictjson.Whole(b)
+	switch {
+	case errors.Is(err, strictjson.ErrRange) && n > 0:
+		return &json.UnmarshalTypeError{Value: string(b), Type: reflect.TypeFor[*beyond]()}
+	case err != nil:
 		return &json.UnmarshalTypeError{Value: literalKind(b), Type: reflect.TypeFor[int64]()}
 	}
 	*w = whole(n)
 	return nil
 }
+
+// beyond marks a whole number too large for any member of POLICIES.
+type beyond struct{}
 
 // literalKind is how encoding/json's type errors name a JSON literal:
 // "string", "number 1.5", "bool", "array", "object".
@@ -300,6 +308,12 @@ func jsonProblem(err error) string {
 	var typ *json.UnmarshalTypeError
 	var syn *json.SyntaxError
 	switch {
+	case errors.As(err, &typ) && typ.Field != "" && typ.Type == reflect.TypeFor[*beyond]():
+		member, v := typ.Field[strings.LastIndex(typ.Field, ".")+1:], typ.Value
+		if len(v) > 40 {
+			v = v[:40] + "…" // digits: no character is cut
+		}
+		return fmt.Sprintf("%q is %s, more than any %s can be", member, v, member)
 	case errors.As(err, &typ) && typ.Field != "":
 		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Int64: "a whole number",
 			reflect.Bool: "true or false", reflect.Slice: "an array"}[typ.Type.Kind()]

@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -148,12 +149,18 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 	}
 	// Whole numbers in any form JSON writes them, as /check's cost.
 	var o limiter.Override
-	var ok bool
-	if o.Limit, ok = strictjson.Whole(in.Limit); !ok {
+	var err error
+	switch o.Limit, err = strictjson.Whole(in.Limit); {
+	case errors.Is(err, strictjson.ErrRange) && o.Limit > 0:
+		return badAdmin(tooLarge("limit", in.Limit))
+	case err != nil:
 		return badAdmin(fmt.Sprintf(`"limit" must be a whole number, not %s`, truncate(string(in.Limit), 40)))
 	}
 	if in.Burst != nil {
-		if o.Burst, ok = strictjson.Whole(in.Burst); !ok || o.Burst < 1 {
+		switch o.Burst, err = strictjson.Whole(in.Burst); {
+		case errors.Is(err, strictjson.ErrRange) && o.Burst > 0:
+			return badAdmin(tooLarge("burst", in.Burst))
+		case err != nil || o.Burst < 1:
 			return badAdmin(fmt.Sprintf(`"burst" must be a whole number of at least 1, not %s`, truncate(string(in.Burst), 40)))
 		}
 	}

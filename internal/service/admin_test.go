@@ -266,10 +266,12 @@ func TestAdminBodiesAreReadAsWritten(t *testing.T) {
 	for target, bodies := range map[string]map[string]string{
 		"/admin/overrides/ping/bob": {
 			`{"limit": 5.0000000000000001}`: `"limit" must be a whole number, not 5.0000000000000001`,
+			`{"limit": 1e30}`:               `"limit" is 1e30, more than any limit can be`,
 			`{"limit": null}`:               `"limit" must not be null`,
 		},
 		"/admin/overrides/tokens/bob": {
 			`{"limit": 60, "burst": 2.00000000000000001}`: `"burst" must be a whole number of at least 1, not 2.00000000000000001`,
+			`{"limit": 60, "burst": 1e30}`:                `"burst" is 1e30, more than any burst can be`,
 			`{"limit": 60, "burst": null}`:                `"burst" must not be null`,
 		},
 	} {

@@ -154,6 +154,13 @@ func jsonProblem(err error, example string) string {
 	return "invalid JSON"
 }
 
+// tooLarge says that a body's member, a whole number beyond int64
+// (strictjson.ErrRange), is more than the member can ever be: it is a
+// whole number, which "must be a whole number" would deny.
+func tooLarge(member string, raw json.RawMessage) string {
+	return fmt.Sprintf("%q is %s, more than any %s can be", member, truncate(string(raw), 40), member)
+}
+
 // kindName names a Go type of a body's member as JSON would.
 func kindName(goType string) string {
 	switch goType {

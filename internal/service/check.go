@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -102,8 +103,11 @@ func (a *API) checkRequest(req *request, in checkRequest) (limiter.Request, erro
 	}
 	var cost int64 = 1
 	if in.Cost != nil {
-		var ok bool
-		if cost, ok = strictjson.Whole(in.Cost); !ok || cost < 1 {
+		var err error
+		switch cost, err = strictjson.Whole(in.Cost); {
+		case errors.Is(err, strictjson.ErrRange) && cost > 0:
+			return limiter.Request{}, badCheck(tooLarge("cost", in.Cost))
+		case err != nil || cost < 1:
 			return limiter.Request{}, badCheck(fmt.Sprintf(`"cost" must be a whole number of at least 1, not %s`, truncate(string(in.Cost), 40)))
 		}
 	}

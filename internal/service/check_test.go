@@ -147,8 +147,8 @@ func TestCheckRefusesWhatIsWrong(t *testing.T) {
 		`{"key": "k", "cost": "3"}`:   `"cost"`,
 		`{"key": "k", "cost": 1001}`:  `1001 is more than policy "api" can ever let through at once, 100`,
 		`{"key": "k", "cost": 101}`:   `101 is more than policy "api" can ever let through at once, 100`,
-		`{"key": "k", "cost": 1e400}`: `"cost" must be a whole number`,
-		`{"key": "k", "cost": ` + strings.Repeat("9", 5000) + `}`: `not ` + strings.Repeat("9", 40) + "….",
+		`{"key": "k", "cost": 1e400}`: `"cost" is 1e400, more than any cost can be`,
+		`{"key": "k", "cost": ` + strings.Repeat("9", 5000) + `}`: `is ` + strings.Repeat("9", 40) + "…, more than any cost can be.",
 		`{"Key": "k"}`:                             `unknown member "Key"; members are key, cost, policies`,
 		`{"key": "k", "key": "j"}`:                 `member "key" is given twice`,
 		`{"key": "k", "cost": 1, "cost": 2}`:       `member "cost" is given twice`,
@@ -290,15 +290,18 @@ func TestCheckReadsTheBodyAsWritten(t *testing.T) {
 		}
 	}
 	for body, why := range map[string]string{
-		`{"key": "k", "cost": 1.0000000000000001}`:    `"cost" must be a whole number of at least 1, not 1.0000000000000001`,
-		`{"key": "k", "cost": 99.99999999999999999}`:  `"cost" must be a whole number of at least 1, not 99.99999999999999999`,
-		`{"key": "k", "cost": 1e-400}`:                `"cost" must be a whole number of at least 1, not 1e-400`,
-		`{"key": "k", "cost": 1e9223372036854775807}`: `"cost" must be a whole number of at least 1, not 1e9223372036854775807`,
-		`{"key": null}`:                             `"key" must not be null`,
-		`{"key": "k", "cost": null}`:                `"cost" must not be null`,
-		`{"key": "k", "policies": null}`:            `"policies" must not be null`,
-		`{"key": "k", "policies": [null]}`:          `"policies" must not hold null`,
-		`{"key": "k", "policies": ["daily", null]}`: `"policies" must not hold null`,
+		`{"key": "k", "cost": 1.0000000000000001}`:   `"cost" must be a whole number of at least 1, not 1.0000000000000001`,
+		`{"key": "k", "cost": 99.99999999999999999}`: `"cost" must be a whole number of at least 1, not 99.99999999999999999`,
+		`{"key": "k", "cost": 1e-400}`:               `"cost" must be a whole number of at least 1, not 1e-400`,
+		// A whole number beyond int64 is too large, not "no whole number".
+		`{"key": "k", "cost": 1e9223372036854775807}`: `"cost" is 1e9223372036854775807, more than any cost can be`,
+		`{"key": "k", "cost": 99999999999999999999}`:  `"cost" is 99999999999999999999, more than any cost can be`,
+		`{"key": "k", "cost": -1e30}`:                 `"cost" must be a whole number of at least 1, not -1e30`,
+		`{"key": null}`:                               `"key" must not be null`,
+		`{"key": "k", "cost": null}`:                  `"cost" must not be null`,
+		`{"key": "k", "policies": null}`:              `"policies" must not be null`,
+		`{"key": "k", "policies": [null]}`:            `"policies" must not hold null`,
+		`{"key": "k", "policies": ["daily", null]}`:   `"policies" must not hold null`,
 	} {
 		p := wantProblem(t, f.post(t, body), 400, service.TypeInvalidRequest, "/check")
 		if d, _ := p["detail"].(string); !strings.Contains(d, why) {

@@ -167,46 +167,70 @@ func names(t reflect.Type) []string {
 	return out
 }
 
+// ErrNotWhole is Whole's error for a literal that is no whole number: a
+// fraction, or no number at all. ErrRange is its error for a whole number
+// beyond int64.
+var (
+	ErrNotWhole = errors.New("not a whole number")
+	ErrRange    = errors.New("a whole number beyond int64")
+)
+
 // Whole reads a JSON number literal whose value is a whole number,
 // in any of the forms JSON writes one (100, 1e2, 100.0, 1.00e2), within
 // int64 (the callers bound it further). It reads the literal's digits
 // exactly, never as a float64: 1.0000000000000001, which a float64 would
-// round to 1, is not a whole number.
-func Whole(raw []byte) (int64, bool) {
+// round to 1, is not a whole number (ErrNotWhole). A whole number beyond
+// int64 (1e30) is ErrRange, with the int64 nearest it, so that a caller
+// can tell "too large" from "not a number" and say so.
+func Whole(raw []byte) (int64, error) {
 	lit, neg := strings.CutPrefix(string(raw), "-")
 	mantissa, exp, hasExp := strings.Cut(strings.ToLower(lit), "e")
 	whole, frac, _ := strings.Cut(mantissa, ".")
 	if whole == "" || !digits(whole) || !digits(frac) || hasExp && !digits(strings.TrimLeft(exp, "+-")) {
-		return 0, false // a string, null, true, an object: not a number
+		return 0, ErrNotWhole // a string, null, true, an object: not a number
 	}
 	// The value is all the mantissa's digits times 10^scale.
 	all := strings.TrimLeft(whole+frac, "0")
 	if all == "" {
-		return 0, true // zero, whatever the exponent
+		return 0, nil // zero, whatever the exponent
+	}
+	beyond := func() (int64, error) {
+		if neg {
+			return math.MinInt64, ErrRange
+		}
+		return math.MaxInt64, ErrRange
 	}
 	trimmed := strings.TrimRight(all, "0")
 	scale := int64(len(all)-len(trimmed)) - int64(len(frac))
 	if hasExp {
 		// An exponent beyond the literal's length and 19 more, either
-		// way, leaves no whole int64 (and is not added up).
+		// way, leaves no whole int64 (and is not added up): a fraction
+		// below, a number too large above.
 		e, err := strconv.ParseInt(exp, 10, 64)
-		if err != nil || e > int64(len(raw))+19 || e < -int64(len(raw))-19 {
-			return 0, false
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
+			return 0, ErrNotWhole // 1e+-5, which JSON does not write
+		case (err != nil || e < -int64(len(raw))-19) && strings.HasPrefix(exp, "-"):
+			return 0, ErrNotWhole
+		case err != nil || e > int64(len(raw))+19:
+			return beyond()
 		}
 		scale += e
 	}
-	// Digits after the point, or more than an int64 holds (19).
-	if scale < 0 || int64(len(trimmed))+scale > 19 {
-		return 0, false
+	switch {
+	case scale < 0:
+		return 0, ErrNotWhole // digits after the point
+	case int64(len(trimmed))+scale > 19:
+		return beyond() // more than an int64 holds (19 digits)
 	}
 	u, err := strconv.ParseUint(trimmed+strings.Repeat("0", int(scale)), 10, 64)
-	if err != nil || u > math.MaxInt64 {
-		return 0, false
+	switch {
+	case err != nil || u > math.MaxInt64:
+		return beyond()
+	case neg:
+		return -int64(u), nil
 	}
-	if neg {
-		return -int64(u), true
-	}
-	return int64(u), true
+	return int64(u), nil
 }
 
 // digits reports whether s is ASCII digits only (or empty).

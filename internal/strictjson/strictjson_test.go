@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/ft251/ratelimit/internal/strictjson"
@@ -50,5 +51,32 @@ func TestDecodeRefusesNullForAnObject(t *testing.T) {
 	}
 	if err := strictjson.Decode([]byte(`null null`), &v); !errors.Is(err, strictjson.ErrTrailing) {
 		t.Errorf("two nulls: %v, want ErrTrailing", err)
+	}
+}
+
+// TestWhole: whole numbers in every form JSON writes them, exactly;
+// fractions and what is no number are ErrNotWhole; whole numbers beyond
+// int64 are ErrRange (they were ErrNotWhole's "not a whole number": 1e30
+// is one).
+func TestWhole(t *testing.T) {
+	for lit, want := range map[string]struct {
+		n   int64
+		err error
+	}{
+		"100": {100, nil}, "1e2": {100, nil}, "100.0": {100, nil}, "1.00e2": {100, nil}, "1E+2": {100, nil},
+		"-5": {-5, nil}, "0": {0, nil}, "0e-400": {0, nil}, "-0.0": {0, nil},
+		"9223372036854775807": {math.MaxInt64, nil}, "-9223372036854775807": {-math.MaxInt64, nil},
+		"1.5": {0, strictjson.ErrNotWhole}, "1.0000000000000001": {0, strictjson.ErrNotWhole}, "1e-400": {0, strictjson.ErrNotWhole},
+		"1e-9223372036854775809": {0, strictjson.ErrNotWhole}, `"5"`: {0, strictjson.ErrNotWhole}, "null": {0, strictjson.ErrNotWhole},
+		"true": {0, strictjson.ErrNotWhole}, "{}": {0, strictjson.ErrNotWhole},
+		"9223372036854775808": {math.MaxInt64, strictjson.ErrRange}, "1e30": {math.MaxInt64, strictjson.ErrRange},
+		"99999999999999999999": {math.MaxInt64, strictjson.ErrRange}, "1e400": {math.MaxInt64, strictjson.ErrRange},
+		"1e9223372036854775807": {math.MaxInt64, strictjson.ErrRange}, "1e99999999999999999999": {math.MaxInt64, strictjson.ErrRange},
+		"-1e30": {math.MinInt64, strictjson.ErrRange}, "-9223372036854775808": {math.MinInt64, strictjson.ErrRange},
+	} {
+		n, err := strictjson.Whole([]byte(lit))
+		if n != want.n || !errors.Is(err, want.err) || (want.err == nil) != (err == nil) {
+			t.Errorf("Whole(%s) = %d, %v; want %d, %v", lit, n, err, want.n, want.err)
+		}
 	}
 }
