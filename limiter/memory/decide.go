@@ -66,12 +66,18 @@ func (t *tables) allow(a limiter.Attempt) decide.Outcome {
 	}
 	if o.Allowed {
 		first := a.Charges[0]
+		start := decide.WindowStart(a.Now, first.Policy.Window)
 		t.audit = append(t.audit, record{
 			key:      first.Key,
-			window:   decide.FormatWindow(decide.WindowStart(a.Now, first.Policy.Window)),
+			window:   decide.FormatWindow(start),
 			calledAt: a.Now.UTC().Format(decide.CalledAtLayout),
 			route:    a.Route, requestID: a.RequestID, cost: decide.Units(first),
+			until: start.Unix() + 2*decide.WindowSeconds(first.Policy),
 		})
+	}
+	if now := a.Now.Unix(); now >= t.swept+sweepEvery {
+		t.sweep(now)
+		t.swept = now
 	}
 	return o
 }
@@ -86,6 +92,7 @@ func (t *tables) count(c limiter.Charge, now time.Time) int64 {
 	}
 	// Costs are at most limiter.MaxLimit and the count at most CountCap,
 	// so the sum cannot overflow before it is capped.
+	n.longest = max(n.longest, decide.WindowSeconds(c.Policy))
 	n.count = min(n.count+decide.Units(c), decide.CountCap)
 	t.windows[w] = n
 	return n.count

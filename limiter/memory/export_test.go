@@ -30,3 +30,13 @@ func Stored(s *Store, p limiter.Policy, key string, start time.Time) (int64, []s
 	}
 	return count, audit
 }
+
+// Held is how many counters, GCRA buckets and audit records s holds.
+func Held(s *Store) (windows, buckets, audit int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.t == nil {
+		return 0, 0, 0
+	}
+	return len(s.t.windows), len(s.t.buckets), len(s.t.audit)
+}

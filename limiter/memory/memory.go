@@ -29,6 +29,9 @@ type tables struct {
 	overrides map[string]limiter.Override
 	// audit are the audit records, in the order they were made.
 	audit []record
+	// swept is when, on the decisions' clock (Unix seconds), the store
+	// last forgot what could no longer matter (sweep).
+	swept int64
 }
 
 // window names a window's counter: its policy's store key, and its start
@@ -39,9 +42,12 @@ type window struct {
 }
 
 // counter is one window's count, and the length of the window it counts,
-// so that Prune honours each policy's own window.
+// so that Prune honours each policy's own window (as a row keeps the one
+// it was inserted with); longest is the longest window that counted in it,
+// which sweep waits for: policies that share counters, which a Limiter
+// refuses and a store takes, may count in one with windows of two lengths.
 type counter struct {
-	count, seconds int64
+	count, seconds, longest int64
 }
 
 // bucket is a GCRA bucket: its TAT in Unix nanoseconds, one instant on the
@@ -59,6 +65,9 @@ type record struct {
 	key, window, calledAt string
 	route, requestID      string
 	cost                  int64
+	// until is when (Unix seconds) the counter it audits may go, and the
+	// record with it: its window's end and one window more.
+	until int64
 }
 
 // errClosed is what every call after Close fails with. It does not wrap

@@ -142,11 +142,14 @@ func TestPruneReportsWhatItDeleted(t *testing.T) {
 	ctx := context.Background()
 	ping := limiter.Policy{Name: "ping", Limit: 10, Window: time.Minute}
 	gcra := limiter.Policy{Name: "tokens", Limit: 10, Window: 10 * time.Second, Namespace: "tokens", Algorithm: limiter.GCRA} // T = 1 s
+	// The latest first: a decision a minute after the store's last sweep
+	// sweeps (TestAStoreForgetsWhatNoLongerMatters), and this test is
+	// Prune's.
 	for _, a := range []limiter.Attempt{
+		storetest.One(gcra, "full", t0.Add(2*time.Minute+500*time.Millisecond), "", "4"), // TAT 500 ms after now
 		storetest.One(ping, "old", t0, "", "1"),                                          // ends at t0+1m: expired at t0+2m+1s
 		storetest.One(ping, "live", t0.Add(time.Minute), "", "2"),                        // the window before now's: kept
 		storetest.One(gcra, "drained", t0, "", "3"),                                      // TAT t0+1s
-		storetest.One(gcra, "full", t0.Add(2*time.Minute+500*time.Millisecond), "", "4"), // TAT 500 ms after now
 	} {
 		if _, err := s.Allow(ctx, a); err != nil {
 			t.Fatal(err)
@@ -171,6 +174,47 @@ func TestPruneReportsWhatItDeleted(t *testing.T) {
 	}
 	if o, err := s.Override(ctx, ping, "old"); err != nil || o == nil || o.Limit != 20 {
 		t.Errorf("the override after pruning = %+v, %v; want it kept", o, err)
+	}
+}
+
+// TestAStoreForgetsWhatNoLongerMatters: a store that nobody prunes, as a
+// program guarding its routes with memory.New() runs it, holds the
+// counters, buckets and audit records of its last minutes, not of every
+// window and request it ever decided. It used to keep them all, about 140
+// bytes an allowed request, until Prune: 27 MB after 200,000 requests.
+func TestAStoreForgetsWhatNoLongerMatters(t *testing.T) {
+	s := memory.New()
+	ctx := context.Background()
+	ping := limiter.Policy{Name: "ping", Limit: 1000, Window: time.Minute}
+	gcra := limiter.Policy{Name: "tokens", Limit: 1000, Window: time.Minute, Namespace: "tokens", Algorithm: limiter.GCRA}
+	at := t0
+	for minute := range 300 {
+		for i := range 100 {
+			at = t0.Add(time.Duration(minute)*time.Minute + time.Duration(i)*500*time.Millisecond)
+			key := fmt.Sprintf("k%d", (minute*100+i)%1000)
+			if _, err := s.Allow(ctx, storetest.One(ping, key, at, "", "r")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Allow(ctx, storetest.One(gcra, "g"+key, at, "", "r")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// At most the windows of the last three minutes (the current one, the
+	// one before it that a sliding decision reads, and one not yet swept),
+	// 100 keys each; their audit records; the buckets of the last minute
+	// and a half.
+	windows, buckets, audit := memory.Held(s)
+	if windows > 300 || buckets > 200 || audit > 2*300*100 {
+		t.Errorf("after 300 minutes of 200 decisions: %d windows, %d buckets, %d audit records held; want those of the last minutes only", windows, buckets, audit)
+	}
+	// What still matters is there: the last window's count and records.
+	last := decide.WindowStart(at, time.Minute)
+	if count, records := memory.Stored(s, ping, "k999", last); count != 1 || len(records) != 1 {
+		t.Errorf("the last window of k999: count %d, %d audit records; want 1 and 1", count, len(records))
+	}
+	if count, records := memory.Stored(s, ping, "k0", t0); count != 0 || len(records) != 0 {
+		t.Errorf("the first window: count %d, %d audit records; want it forgotten", count, len(records))
 	}
 }
 

@@ -8,6 +8,39 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
+// sweepEvery is how often, in seconds of the decisions' clock, a decision
+// makes the store forget what can no longer matter (sweep): at most once a
+// minute, a walk of what it keeps, so that a server that never calls
+// Prune does not grow with every window and request it ever saw.
+const sweepEvery = 60
+
+// sweep forgets, at now (Unix seconds), the counters whose window ended
+// more than one window length before now (the longest that counted in
+// each) and the audit records of those windows, as Prune deletes
+// counters, and the GCRA buckets that have drained, as Prune does. Nothing reads the audit records of this store
+// but a test of its own; kept until Prune with no retention, they were
+// most of what it held (about 140 bytes an allowed request).
+func (t *tables) sweep(now int64) {
+	for w, c := range t.windows {
+		if w.start+2*c.longest < now {
+			delete(t.windows, w)
+		}
+	}
+	for k, b := range t.buckets {
+		if b.tat < now*int64(time.Second) {
+			delete(t.buckets, k)
+		}
+	}
+	kept := t.audit[:0]
+	for _, r := range t.audit {
+		if r.until >= now {
+			kept = append(kept, r)
+		}
+	}
+	clear(t.audit[len(kept):])
+	t.audit = kept
+}
+
 // Prune deletes the counters whose window ended more than one window
 // length before now, each by its own window (a sliding decision still
 // reads the window before the current one), the GCRA buckets that have
