@@ -8,6 +8,9 @@
 // server: go run ./examples/orders, on ADDR (default 127.0.0.1:3001),
 // with DB_PATH (default ./data/orders.db).
 //
+// Its file is pruned (prune.go): every five minutes by the server itself,
+// and in Lambda by a scheduled function of its template.
+//
 // It imports limiter/sqlite, not limiter/dynamodb, so the AWS SDK stays out
 // of the function.
 package main
@@ -54,6 +57,7 @@ func main() {
 		lambda.Start(awslambda.HTTP(h))
 		return
 	}
+	go pruneLoop(store)
 	// Bind before saying so: a client that reads "listening" may connect.
 	ln, err := net.Listen("tcp", getenv("ADDR", "127.0.0.1:3001"))
 	if err != nil {

@@ -108,6 +108,53 @@ func TestExampleInHTTPTest(t *testing.T) {
 	})
 }
 
+// TestPruneKeepsTheFileFromGrowing: what the shop's requests leave in its
+// file, counters and audit rows, is deleted once it can no longer matter:
+// the counters a window after their window, the audit rows after
+// auditRetention.
+func TestPruneKeepsTheFileFromGrowing(t *testing.T) {
+	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "orders.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	h, err := guard(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clearOfEdges()
+	for _, path := range []string{"/orders/1", "/orders"} {
+		method := map[string]string{"/orders/1": "GET", "/orders": "POST"}[path]
+		r := httptest.NewRequest(method, path, strings.NewReader("{}"))
+		r.Header.Set("X-User", "ann")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code >= 300 {
+			t.Fatalf("%s %s: %d", method, path, w.Code)
+		}
+	}
+	ctx := context.Background()
+	now := time.Now()
+	if got, err := prune(ctx, store, now); err != nil || got.Windows != 0 || got.Audit != 0 {
+		t.Errorf("prune now: %+v, %v; want nothing deleted", got, err)
+	}
+	// Two hours on, both windows (a minute's, an hour's) are done with;
+	// the audit rows are kept.
+	if got, err := prune(ctx, store, now.Add(2*time.Hour)); err != nil || got.Windows != 2 || got.Audit != 0 {
+		t.Errorf("prune two hours on: %+v, %v; want 2 windows deleted, the audit rows kept", got, err)
+	}
+	if got, err := prune(ctx, store, now.Add(auditRetention+time.Hour)); err != nil || got.Audit != 2 {
+		t.Errorf("prune after the retention: %+v, %v; want the 2 audit rows deleted", got, err)
+	}	// Deployed, the schedule's function prunes the function's own file.
+	tmpl, err := os.ReadFile("template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(tmpl), "DB_PATH: /mnt/efs/orders.db\n"); n != 2 || !strings.Contains(string(tmpl), "CodeUri: ../../functions/prune/") {
+		t.Errorf("template.yaml names the orders file %d times, want twice: the function's and its prune function's", n)
+	}
+}
+
 // TestExampleAsALocalServer builds the example and runs it as a server
 // process, as `go run ./examples/orders` does, and drives it over TCP.
 func TestExampleAsALocalServer(t *testing.T) {

@@ -15,8 +15,13 @@
 //
 // Nothing outlives the process, or Close: a restart starts every key
 // fresh, and forgets every override and audit record. Until then the store
-// keeps everything it is given, and grows with its keys and audit records
-// until Prune deletes what may go, as it does for the other stores.
+// forgets by itself what can no longer matter, as Prune deletes it from
+// the other stores: at most once a minute of its decisions' clock, a
+// decision sweeps the counters whose window ended a window ago, their
+// audit records and the GCRA buckets that have drained. It holds the
+// windows of its keys' last minutes, not of every request it decided;
+// Prune is there too, for a caller that wants the audit records gone
+// sooner.
 //
 // It decides as the other stores of this module do, from the same
 // arithmetic (the fixed window, the sliding window, GCRA; costs, shadows
