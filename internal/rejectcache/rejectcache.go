@@ -21,7 +21,15 @@ const DefaultSize = 10000
 // and no smaller costs itself, without a store round trip, for as long as
 // the counts it saw still deny them (until a fixed window ends, a sliding
 // one's weight fades enough, a GCRA bucket drains enough) and for at most
-// MaxRemembered. An abusive client, the common case for a rate limiter,
+// MaxRemembered. An attempt like it that passes through the store (a
+// cheaper one) makes it forget the denial: the counts have moved on. Its
+// wait is told from the counts it remembers; requests allowed since in
+// other processes, or under other routes' policies on the same key, can
+// make the true wait longer, and a client back then is denied again by
+// the store, with the wait as it is (within MaxRemembered of the denial,
+// the cache asks the store anyway). An attempt that its key's policies,
+// overrides included, could never let through goes to the store, which
+// refuses it. An abusive client, the common case for a rate limiter,
 // then costs the shared store about one transaction per allowed request
 // plus one per execution environment every MaxRemembered, instead of one
 // per attempt.
@@ -110,6 +118,17 @@ func (c *Cache) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	}
 	inner, whole := decide.Capture(ctx)
 	o, err := c.Store.Allow(inner, a)
+	if ok && err == nil && o.Allowed {
+		// An attempt like the one remembered passed (a cheaper one): the
+		// counts moved past what was remembered, and a wait told from
+		// them would be too short.
+		// A denial on its way meanwhile may be of the counts before
+		// this one: it is not remembered either (forgets).
+		c.mu.Lock()
+		delete(c.denied, sig)
+		c.forgets++
+		c.mu.Unlock()
+	}
 	if err != nil || o.Allowed || whole.Decisions == nil {
 		// Allowed, failed, or decided by a store that tells only what
 		// Store.Allow returns: nothing to remember.
@@ -166,6 +185,9 @@ func (m denial) recall(a limiter.Attempt) (decide.Outcome, bool) {
 	b.Charges = make([]limiter.Charge, len(a.Charges))
 	for i, ch := range a.Charges {
 		b.Charges[i] = limiter.Charge{Policy: m.o.Decisions[i].Policy, Key: ch.Key, Cost: ch.Cost, Tier: ch.Tier}
+	}
+	if decide.Impossible(b) != nil {
+		return decide.Outcome{}, false // the store refuses it, with a 400, not a wait
 	}
 	o := decide.Decide(b, states)
 	if o.Allowed {

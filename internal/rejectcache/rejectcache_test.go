@@ -2,6 +2,7 @@ package rejectcache_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -293,5 +294,70 @@ func TestAKeyThatChangesTierIsAskedAgain(t *testing.T) {
 	}
 	if d := try("pro"); !d.Allowed || d.FromMemory || d.Tier != "pro" || d.Count != 4 || d.Policy.Limit != 5 {
 		t.Errorf("on pro: %+v, want allowed by the store under pro's 5, at count 4 (the denial from memory was not counted)", d)
+	}
+}
+
+// TestACheaperRequestThatPassesIsNotForgotten is the tester's case: GCRA, 3
+// per 6 s; a cost of 3 passes, a second is denied (and remembered); 2 s
+// later a cost of 1 passes, through the store, moving the bucket; a cost
+// of 3 then must be told the wait from the bucket as it is, not as the
+// remembered denial left it. It used to be denied from memory with a wait
+// of 4 s, and denied again when it came back then.
+func TestACheaperRequestThatPassesIsNotForgotten(t *testing.T) {
+	store := sqlitetest.Open(t, sqlite.Config{})
+	c := rejectcache.New(store, 0)
+	p := limiter.Policy{Name: "tokens", Limit: 3, Window: 6 * time.Second, Namespace: "tokens", Algorithm: limiter.GCRA}
+	ctx := context.Background()
+	try := func(at time.Duration, cost int64) decide.Outcome {
+		t.Helper()
+		a := storetest.One(p, "k", t0.Add(at), "", "")
+		a.Charges[0].Cost = cost
+		o, err := allow(ctx, c, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	if o := try(0, 3); !o.Allowed {
+		t.Fatalf("the first cost of 3: %+v, want allowed", o)
+	}
+	if o := try(0, 3); o.Allowed {
+		t.Fatalf("the second cost of 3: %+v, want denied", o)
+	}
+	if o := try(2*time.Second+130*time.Millisecond, 1); !o.Allowed {
+		t.Fatalf("a cost of 1 at 2.13 s: %+v, want allowed", o)
+	}
+	o := try(2*time.Second+130*time.Millisecond, 3)
+	if o.Allowed {
+		t.Fatalf("a cost of 3 at 2.13 s: %+v, want denied", o)
+	}
+	wait := o.Decisions[0].ResetAfter
+	if back := try(2*time.Second+130*time.Millisecond+wait, 3); !back.Allowed {
+		t.Errorf("a cost of 3 told to wait %v, back then: %+v (from memory %v), want allowed", wait, back.Decisions[0].Decision, back.FromMemory)
+	}
+}
+
+// TestAnImpossibleCostIsNotDeniedFromMemory: a key whose override makes a
+// cost impossible is refused it (ErrInvalidCost, a 400), not told a wait
+// from a remembered denial after which it would be refused all the same.
+// It used to be denied from memory, with a retry_after.
+func TestAnImpossibleCostIsNotDeniedFromMemory(t *testing.T) {
+	store := sqlitetest.Open(t, sqlite.Config{})
+	c := rejectcache.New(store, 0)
+	p := limiter.Policy{Name: "api", Limit: 5, Window: time.Minute}
+	ctx := context.Background()
+	if _, err := c.SetOverride(ctx, p, "carol", limiter.Override{Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := allow(ctx, c, storetest.One(p, "carol", t0.Add(time.Duration(i)*time.Second), "", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := storetest.One(p, "carol", t0.Add(4*time.Second), "", "")
+	a.Charges[0].Cost = 3
+	o, err := allow(ctx, c, a)
+	if !errors.Is(err, limiter.ErrInvalidCost) {
+		t.Errorf("a cost of 3 under an override of 2: %+v, %v; want ErrInvalidCost", o, err)
 	}
 }
