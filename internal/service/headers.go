@@ -12,7 +12,8 @@ import (
 // setRateLimitHeaders writes the draft-ietf-httpapi-ratelimit-headers-11
 // fields, one list member per policy, and their widely used X-RateLimit
 // predecessors, which hold one policy: the enforced one with the fewest
-// requests left (the longest wait among equals). For each policy, q is its
+// requests of this one's cost left (the longest wait among equals), its
+// reset rounded up to whole seconds (resetAt). For each policy, q is its
 // limit (the tier's in force, or an override's, if the key has one) and w
 // its window, r what is
 // left of it and t when it is whole again: a fixed or sliding window's end,
@@ -35,8 +36,8 @@ func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
 		limits = strconv.AppendInt(append(limits, ";r="...), d.Remaining, 10)
 		limits = strconv.AppendInt(append(limits, ";t="...), int64(d.ResetAfter/time.Second), 10)
 		if tightest == nil || tightest.Policy.Shadow && !d.Policy.Shadow ||
-			tightest.Policy.Shadow == d.Policy.Shadow && (d.Remaining < tightest.Remaining ||
-				d.Remaining == tightest.Remaining && d.ResetAfter > tightest.ResetAfter) {
+			tightest.Policy.Shadow == d.Policy.Shadow && (requestsLeft(d) < requestsLeft(tightest) ||
+				requestsLeft(d) == requestsLeft(tightest) && d.ResetAfter > tightest.ResetAfter) {
 			tightest = d
 		}
 	}
@@ -44,11 +45,29 @@ func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
 		string(policies), string(limits),
 		strconv.FormatInt(tightest.Policy.Limit, 10),
 		strconv.FormatInt(tightest.Remaining, 10),
-		strconv.FormatInt(now.Add(tightest.ResetAfter).Unix(), 10),
+		strconv.FormatInt(resetAt(now, tightest), 10),
 	}
 	for i, name := range rateLimitFields {
 		h[name] = vals[i : i+1 : i+1] // as h.Set, the names being canonical already
 	}
+}
+
+// requestsLeft is how many more requests of this one's cost d's policy
+// lets through: a policy of 10 that a request costs 4 of, with 2 left, has
+// none, however many units it has.
+func requestsLeft(d *limiter.Decision) int64 { return d.Remaining / max(d.Cost, 1) }
+
+// resetAt is when d's wait ends, in Unix seconds: a fixed window's end, a
+// whole second, exactly; for a sliding window or GCRA, whose waits end
+// between seconds, now+ResetAfter rounded up, so that a client that comes
+// back then is never early (a truncated now, 0.6 s into its second, made
+// it 0.6 s early).
+func resetAt(now time.Time, d *limiter.Decision) int64 {
+	at := now.Add(d.ResetAfter)
+	if fixed := d.Policy.Algorithm != limiter.Sliding && d.Policy.Algorithm != limiter.GCRA; fixed || at.Nanosecond() == 0 {
+		return at.Unix()
+	}
+	return at.Unix() + 1
 }
 
 // rateLimitFields are the names setRateLimitHeaders writes, in its order,

@@ -44,3 +44,44 @@ func TestRateLimitHeadersText(t *testing.T) {
 		t.Errorf("%d fields, want %d: %v", len(h), len(want), h)
 	}
 }
+
+// TestXRateLimitResetIsNeverEarly: X-RateLimit-Reset is when the wait
+// ends, in whole seconds rounded up, so that a client that comes back then
+// is let through. It used to be the instant truncated: 0.6 s into a second,
+// a wait of 1 s (from 0.4 s, rounded up) ended at the second's start +1,
+// 0.6 s early, and a GCRA or sliding client back then was denied.
+func TestXRateLimitResetIsNeverEarly(t *testing.T) {
+	now := time.Unix(1_800_000_000, 600_000_000)
+	for _, after := range []time.Duration{time.Second, 3 * time.Second} {
+		h := http.Header{}
+		setRateLimitHeaders(h, now, []limiter.Decision{{Usage: limiter.Usage{Policy: limiter.Policy{Name: "g", Limit: 2, Window: 2 * time.Second, Algorithm: limiter.GCRA}, ResetAfter: after}}})
+		want := now.Add(after).Truncate(time.Second).Add(time.Second).Unix()
+		if got := h.Get("X-RateLimit-Reset"); got != fmt.Sprint(want) {
+			t.Errorf("a wait of %v at %v: X-RateLimit-Reset %s, want %d, when the wait has ended", after, now, got, want)
+		}
+	}
+	// A fixed window ends on a whole second: its end exactly.
+	h := http.Header{}
+	end := time.Unix(1_800_000_060, 0)
+	setRateLimitHeaders(h, now, []limiter.Decision{{Usage: limiter.Usage{Policy: limiter.Policy{Name: "f", Limit: 2, Window: time.Minute}, ResetAfter: 60 * time.Second}}})
+	if got := h.Get("X-RateLimit-Reset"); got != fmt.Sprint(end.Unix()) {
+		t.Errorf("a fixed window: X-RateLimit-Reset %s, want its end, %d", got, end.Unix())
+	}
+}
+
+// TestXRateLimitNamesThePolicyWithFewestRequestsLeft, at the request's
+// cost: a policy of 10 that a request costs 4 of, with 2 left, has no
+// request left, as a policy of 1 with none; the longer wait of the two is
+// the one to tell. It used to be picked by units left, the policy of 1,
+// and X-RateLimit-Reset sent the client back 54 s before Retry-After.
+func TestXRateLimitNamesThePolicyWithFewestRequestsLeft(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	h := http.Header{}
+	setRateLimitHeaders(h, now, []limiter.Decision{
+		{Usage: limiter.Usage{Policy: limiter.Policy{Name: "a", Limit: 10, Window: time.Minute}, Remaining: 2, ResetAfter: 55 * time.Second}, Allowed: false, Cost: 4},
+		{Usage: limiter.Usage{Policy: limiter.Policy{Name: "b", Limit: 1, Window: 2 * time.Second}, Remaining: 0, ResetAfter: time.Second}, Allowed: false, Cost: 1},
+	})
+	if h.Get("X-RateLimit-Limit") != "10" || h.Get("X-RateLimit-Reset") != fmt.Sprint(now.Add(55*time.Second).Unix()) {
+		t.Errorf("X-RateLimit-Limit %s, Reset %s; want policy a's 10 and its end in 55 s", h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Reset"))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -323,4 +324,28 @@ func TestShadowWithoutItsKeyChangesNothing(t *testing.T) {
 	rules[1].Policy.Shadow = false
 	f = newFixture(t, service.Options{Rules: rules, Caller: caller})
 	wantProblem(t, f.do(t, "GET", "/ping"), http.StatusUnauthorized, service.TypeUnauthenticated, "/ping")
+}
+
+// TestACostAbove1IsToldInRequests is the tester's case: "a" lets 10
+// units a minute through and /ping costs 4 of them; "b" 1 a 2 s. The
+// second ping is denied by b, and a, with 2 units left, has no request
+// left either: the X- headers describe a (the longer wait: they used to
+// describe b, sending the client back 54 s before Retry-After), and the
+// detail says a has less left than the request costs (it said "used up",
+// beside r=2).
+func TestACostAbove1IsToldInRequests(t *testing.T) {
+	c := &clock{t0.Add(5 * time.Second)}
+	f := newFixture(t, service.Options{Rules: rulesFrom(t, `[{"name":"a","limit":10,"window":"60s","cost":4},{"name":"b","limit":1,"window":"2s"}]`), Now: c.now})
+	if w := f.do(t, "GET", "/ping", "X-Client-Key", "dave"); w.Code != http.StatusOK {
+		t.Fatalf("1st: %d %s", w.Code, w.Body)
+	}
+	w := f.do(t, "GET", "/ping", "X-Client-Key", "dave")
+	body := wantProblem(t, w, http.StatusTooManyRequests, service.TypeRateLimited, "/ping")
+	wantHeader(t, w, "Retry-After", "55")
+	wantHeader(t, w, "RateLimit", `"a";r=2;t=55, "b";r=0;t=1`)
+	wantHeader(t, w, "X-RateLimit-Limit", "10")
+	wantHeader(t, w, "X-RateLimit-Reset", fmt.Sprint(t0.Add(time.Minute).Unix()))
+	if d := body["detail"].(string); d != "Rate limit of 1 request per 2s exceeded for key 'dave'. The limit of 10 requests per 60s for key 'dave' has 2 left, less than the request's cost, 4." {
+		t.Errorf("detail %q", d)
+	}
 }

@@ -118,9 +118,12 @@ func rateLimited(o limiter.Outcome) *Problem {
 		if tier := tierLabel(d.Usage); tier != "" {
 			limit += " (tier " + tier + ")"
 		}
-		if d.Allowed {
+		switch {
+		case d.Allowed && d.Remaining > 0:
+			usedUp = append(usedUp, "The limit of "+limit+" for key '"+d.Key+"' has "+strconv.FormatInt(d.Remaining, 10)+" left, less than the request's cost, "+strconv.FormatInt(d.Cost, 10)+".")
+		case d.Allowed:
 			usedUp = append(usedUp, "The limit of "+limit+" for key '"+d.Key+"' is used up too.")
-		} else {
+		default:
 			details = append(details, "Rate limit of "+limit+" exceeded for key '"+d.Key+"'.")
 		}
 		policies = append(policies, deniedPolicy{
