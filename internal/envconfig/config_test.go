@@ -108,6 +108,24 @@ func TestConfigDynamoDB(t *testing.T) {
 	if err != nil && strings.Contains(err.Error(), "DB_PATH") {
 		t.Errorf("DB_PATH demanded for the DynamoDB store: %v", err)
 	}
+	// A table name or an endpoint DynamoDB could never take is refused
+	// here: it used to start the server, every request answered with the
+	// fail mode (open: nothing limited).
+	for name, v := range map[string]string{
+		"TABLE_NAME": " ", "TABLE_NAME=a": "a", "TABLE_NAME=bad name": "bad name", "TABLE_NAME=256": strings.Repeat("x", 256),
+		"DYNAMODB_ENDPOINT": "http://", "DYNAMODB_ENDPOINT=ftp": "ftp://h",
+	} {
+		vars := map[string]string{"STORE": "dynamodb", "TABLE_NAME": "counters"}
+		vars[strings.Split(name, "=")[0]] = v
+		if _, err := envconfig.Read(env(vars), envconfig.Lambda); err == nil || !strings.Contains(err.Error(), strings.Split(name, "=")[0]+":") {
+			t.Errorf("%s=%q: %v, want it refused", strings.Split(name, "=")[0], v, err)
+		}
+	}
+	for _, table := range []string{"a.b-c_1", strings.Repeat("x", 255), "arn:aws:dynamodb:eu-west-1:123456789012:table/counters"} {
+		if _, err := envconfig.Read(env(map[string]string{"STORE": "dynamodb", "TABLE_NAME": table}), envconfig.Lambda); err != nil {
+			t.Errorf("TABLE_NAME=%s: %v", table, err)
+		}
+	}
 	// An unknown store is that one problem: DB_PATH, set here, used to be
 	// reported as not set, since the store was then checked as SQLite's.
 	if _, err := envconfig.Read(env(map[string]string{"STORE": "redis", "DB_PATH": "x"}), envconfig.Lambda); err == nil || !strings.Contains(err.Error(), "STORE:") || strings.Contains(err.Error(), "DB_PATH") {

@@ -99,7 +99,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"net/url"
+	"regexp"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -153,11 +154,18 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
 	}
-	if c.Table == "" {
+	switch {
+	case c.Table == "":
 		bad("Table", "not set; the DynamoDB store needs the table's name")
+	case !tableName.MatchString(c.Table) && !tableARN.MatchString(c.Table):
+		// DynamoDB would refuse every request: the store would start, and
+		// answer each with its fail mode (open: nothing limited).
+		bad("Table", "%q is no DynamoDB table name (3 to 255 of A-Z, a-z, 0-9, _, - and .) nor a table's ARN", c.Table)
 	}
-	if u := c.Endpoint; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		bad("Endpoint", "%q is not an http:// or https:// URL", u)
+	if u := c.Endpoint; u != "" {
+		if parsed, err := url.Parse(u); err != nil || parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Host == "" {
+			bad("Endpoint", "%q is not an http:// or https:// URL with a host", u)
+		}
 	}
 	if c.BusyTimeout < 0 {
 		bad("BusyTimeout", "%v is below zero", c.BusyTimeout)
@@ -169,6 +177,12 @@ func (c Config) Validate() error {
 }
 
 var _ limiter.Store = (*Store)(nil)
+
+// tableName and tableARN are what DynamoDB takes as a TableName.
+var (
+	tableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+	tableARN  = regexp.MustCompile(`^arn:[a-z-]+:dynamodb:[a-z0-9-]+:[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}$`)
+)
 
 // Open returns a store on cfg.Table. It makes no request: Ready charges the
 // table, and a missing table or an unreachable endpoint shows in every call
