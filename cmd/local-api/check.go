@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -25,6 +26,15 @@ import (
 // which is how a POLICIES value is tried before it is deployed.
 func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 	c, err := readConfig(getenv)
+	if err == nil {
+		// The server would fail to listen: an address of no interface
+		// here, a port taken. Tried and let go at once.
+		if ln, lerr := net.Listen("tcp", c.Addr); lerr != nil {
+			err = &envconfig.ConfigError{Problems: []error{listenError(c.Addr, lerr)}}
+		} else {
+			ln.Close()
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(errOut, "local-api:", err)
 		return 2

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,6 +26,33 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 	code, out := checkOut(map[string]string{"DB_PATH": dir})
 	if code != 2 || !strings.Contains(out, "DB_PATH: database path "+dir+" is a directory") || strings.Contains(out, "would accept it") {
 		t.Errorf("DB_PATH=%s (a directory): exit %d\n%s\nwant 2, and that the path is a directory", dir, code, out)
+	}
+	// What the server refused at start, after -check had passed it (exit
+	// 0): a file where the database's directory belongs, a directory whose
+	// parent is missing (the server makes only the last one), an address
+	// it cannot listen on.
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for env, want := range map[[2]string]string{
+		{"DB_PATH", filepath.Join(file, "x.db")}:           "DB_PATH: " + file + " is a file, not a directory",
+		{"DB_PATH", filepath.Join(dir, "no", "a", "x.db")}: "DB_PATH: " + filepath.Join(dir, "no") + " does not exist",
+		{"ADDR", "192.0.2.1:3907"}:                         "ADDR: cannot listen on 192.0.2.1:3907",
+		{"ADDR", taken.Addr().String()}:                    "ADDR: cannot listen on " + taken.Addr().String(),
+	} {
+		vars := map[string]string{"DB_PATH": filepath.Join(dir, "db", "x.db"), env[0]: env[1]}
+		if code, out := checkOut(vars); code != 2 || !strings.Contains(out, want) {
+			t.Errorf("%s=%s: exit %d\n%s\nwant 2, saying %q", env[0], env[1], code, out, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "db")); err == nil {
+		t.Errorf("-check made the database's directory")
 	}
 }
 

@@ -3,11 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/envconfig"
+	"github.com/ft251/ratelimit/internal/stores"
 )
 
 // The local server's own settings and defaults. The rest of its
@@ -46,6 +50,26 @@ func listenable(host string) bool {
 	return name && !digits
 }
 
+// dbDirProblem is what keeps the server from making or using the
+// directory of the database at path, which it makes if it is missing
+// (makeDBDir), but not the directories above it: a file in its place, or
+// a missing parent. Nothing is made here.
+func dbDirProblem(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && !fi.IsDir():
+		return fmt.Errorf("DB_PATH: %s is a file, not a directory", dir)
+	case err == nil, !errors.Is(err, fs.ErrNotExist):
+		return nil // there, or not to be told apart from here (a permission): the server says
+	}
+	parent := filepath.Dir(dir)
+	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
+		return fmt.Errorf("DB_PATH: %s does not exist: the server makes the database's own directory (%s), not those above it", parent, filepath.Base(dir))
+	}
+	return nil
+}
+
 // readConfig reads the configuration as the functions do, on one machine
 // (envconfig.Local: DB_PATH defaults to ./data/ratelimit.db, METRICS to
 // off, and JOURNAL_MODE may be WAL), and the local server's own settings.
@@ -78,6 +102,11 @@ func readConfig(getenv func(string) string) (config, error) {
 	}
 	if c.Admin, err = envconfig.ParseSwitch(getenv("ADMIN")); err != nil {
 		problems = append(problems, fmt.Errorf("ADMIN: %w", err))
+	}
+	if lc.Store.Kind == stores.SQLite {
+		if err := dbDirProblem(lc.Store.Path); err != nil {
+			problems = append(problems, err)
+		}
 	}
 	if len(problems) > 0 {
 		return config{}, &envconfig.ConfigError{Problems: problems}

@@ -90,7 +90,7 @@ func TestLocalServerRefusesWhatItWouldNotServe(t *testing.T) {
 		{[]string{"-check"}, []string{"ADDR=999.1.1.1:80"}, `ADDR: host "999.1.1.1" is not an IP address or a host name`},
 		{nil, []string{"ADDR=127.0.0.1:0", "DB_PATH=" + filepath.Join(bin, "x.db")}, "is a file, not a directory"},
 		{[]string{"-check"}, []string{"JOURNAL_MODE=MEMORY"}, `"MEMORY" is not DELETE, TRUNCATE, PERSIST or WAL`},
-		{nil, []string{"ADDR=127.0.0.1:0", "DB_PATH=" + filepath.Join(dir, "typo", "data", "x.db")}, "DB_PATH: create its directory"},
+		{nil, []string{"ADDR=127.0.0.1:0", "DB_PATH=" + filepath.Join(dir, "typo", "data", "x.db")}, "DB_PATH: " + filepath.Join(dir, "typo") + " does not exist"},
 	} {
 		// A server that starts instead of refusing is stopped, and fails
 		// the test, rather than serve until the test times out.

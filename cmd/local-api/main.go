@@ -80,6 +80,9 @@ func main() {
 	err = run(log, out, cfg)
 	if err != nil {
 		log.Error("local-api", "error", err.Error())
+		// For the person who started it too, as a configuration's
+		// problems are told, not only in the log on stdout.
+		fmt.Fprintln(os.Stderr, "local-api:", err)
 	}
 	out.Close()
 	if err != nil {
@@ -134,7 +137,7 @@ func run(log *slog.Logger, out io.Writer, cfg config) error {
 	// Bind before saying so: a client that reads "listening" may connect.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return err
+		return listenError(cfg.Addr, err)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -151,6 +154,14 @@ func run(log *slog.Logger, out io.Writer, cfg config) error {
 		return err
 	}
 	return nil
+}
+
+// listenError says that the server cannot listen on ADDR, addr.
+func listenError(addr string, err error) error {
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause // net's "listen tcp ADDR:" prefix, said here already
+	}
+	return fmt.Errorf("ADDR: cannot listen on %s: %w", addr, err)
 }
 
 // makeDBDir makes the SQLite file's own directory (./data by default), not
