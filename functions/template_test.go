@@ -87,7 +87,10 @@ func TestTemplateParametersAcceptOnlyWhatTheFunctionsAccept(t *testing.T) {
 		"0s", "0ms", "1ms", "9999ms", "10000ms", "9s", "10s", "25s", "1h", "0d", "1d", "30d", "36500d", "36501d", "9999d",
 		"720h", "999999h", "1m", "header", "source-ip", "claim:", "claim:sub", "x-forwarded-for", "closed", "open", "on", "off", "maybe",
 		"sqlite", "dynamodb", "redis", "4", "16", "64", "65", "010", "DELETE", "TRUNCATE", "PERSIST", "WAL", "truncate",
-		"999999999999999", "1000000000000000", "claim:a b", "claim:a\tb", "claim:" + strings.Repeat("x", 129)}
+		"999999999999999", "1000000000000000", "claim:a b", "claim:a\tb", "claim:" + strings.Repeat("x", 129),
+		// Control characters, Unicode spaces, and 128 characters that are
+		// more than 128 bytes: each stopped every function at init.
+		"claim:a\x01b", "claim:a\x7fb", "claim:a\u00a0b", "claim:a\u2003b", "claim:" + strings.Repeat("é", 70)}
 	for param, name := range env {
 		p, ok := tpl.Parameters[param]
 		if !ok {
