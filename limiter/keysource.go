@@ -47,7 +47,7 @@ func (k KeySource) Validate() error {
 			return errors.New("key source claim has no claim name: claim:NAME")
 		}
 		if len(k.Claim) > 128 || strings.IndexFunc(k.Claim, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-			return fmt.Errorf("claim name %q is not 1 to 128 characters without spaces or control characters", k.Claim)
+			return fmt.Errorf("claim name %q is not 1 to 128 bytes without spaces or control characters", k.Claim)
 		}
 		return nil
 	}

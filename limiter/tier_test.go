@@ -101,7 +101,7 @@ func TestARuleSaysWhereItsTierComesFrom(t *testing.T) {
 		want string
 	}{
 		{limiter.Rule{Policy: api, TierClaim: "plan", TierHeader: "X-Plan"}, `a tier comes from a claim ("plan") or a header ("X-Plan"), not both`},
-		{limiter.Rule{Policy: api, TierClaim: "a plan"}, `tier claim name "a plan" is not 1 to 128 characters`},
+		{limiter.Rule{Policy: api, TierClaim: "a plan"}, `tier claim name "a plan" is not 1 to 128 bytes`},
 		{limiter.Rule{Policy: api, TierHeader: "X Plan"}, `tier header "X Plan" is not 1 to 128 letters`},
 		{limiter.Rule{Policy: limiter.Policy{Name: "p", Limit: 1, Window: time.Second}, TierClaim: "plan"}, "a tier source, but no tiers to choose from"},
 		{limiter.Rule{Policy: small, Cost: 6}, "cost 6 is not from 1 to 5, the most one request can pass (under every tier)"},

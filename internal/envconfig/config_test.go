@@ -183,6 +183,10 @@ func TestConfigMetrics(t *testing.T) {
 		{"METRICS_NAMESPACE": "AWS/Lambda"},
 		{"METRICS_NAMESPACE": "rate{limit}"},
 		{"METRICS_NAMESPACE": strings.Repeat("n", 256)},
+		// CloudWatch takes no namespace that starts with a colon, or that is
+		// spaces alone: both passed, and every metric line was dropped.
+		{"METRICS_NAMESPACE": ":ns"},
+		{"METRICS_NAMESPACE": " "},
 		{"SHADOW": "maybe"},
 	} {
 		bad["DB_PATH"] = "x"
@@ -345,5 +349,31 @@ func TestConfigRefusesAHeadRoute(t *testing.T) {
 	}
 	if _, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "POLICIES": `[{"name":"a","limit":2,"window":"60s","routes":["GET /ping","/HEAD"]}]`}), envconfig.Lambda); err != nil {
 		t.Errorf("GET /ping and /HEAD: %v", err)
+	}
+}
+
+// TestConfigNamesAJournalModeAsWritten: an unknown JOURNAL_MODE is named
+// as it was written, with the modes this host takes: the functions were
+// offered WAL, which they refuse, and "bogus" was named "BOGUS".
+func TestConfigNamesAJournalModeAsWritten(t *testing.T) {
+	for host, want := range map[envconfig.Host]string{
+		envconfig.Lambda: `JOURNAL_MODE: "bogus" is not DELETE, TRUNCATE or PERSIST`,
+		envconfig.Local:  `JOURNAL_MODE: "bogus" is not DELETE, TRUNCATE, PERSIST or WAL`,
+	} {
+		_, err := envconfig.Read(env(map[string]string{"DB_PATH": "x", "JOURNAL_MODE": "bogus"}), host)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "JOURNAL_MODE") != 1 {
+			t.Errorf("host %v: %v, want once %q", host, err, want)
+		}
+	}
+}
+
+// TestConfigRefusesADBPathOfSpaces: DB_PATH=" " made a database file named
+// " " in the working directory, where every other setting refuses a lone
+// space.
+func TestConfigRefusesADBPathOfSpaces(t *testing.T) {
+	for _, host := range []envconfig.Host{envconfig.Lambda, envconfig.Local} {
+		if _, err := envconfig.Read(env(map[string]string{"DB_PATH": " "}), host); err == nil || !strings.Contains(err.Error(), "DB_PATH:") {
+			t.Errorf("host %v: DB_PATH=\" \": %v, want it refused", host, err)
+		}
 	}
 }

@@ -121,6 +121,9 @@ func (e *env) store() (cfg stores.Config, known bool) {
 	case "", stores.SQLite:
 		if s.Path = e.getenv("DB_PATH"); s.Path == "" && e.host == Local {
 			s.Path = DefaultLocalPath
+		} else if s.Path != "" && strings.TrimSpace(s.Path) == "" {
+			// A file named " " in the working directory: never meant.
+			e.bad("DB_PATH", "%q is spaces alone, not a path", s.Path)
 		}
 		// JOURNAL_MODE and SQLITE_SHARDS are SQLite's: with another
 		// store they are not read.
@@ -148,12 +151,23 @@ func (e *env) store() (cfg stores.Config, known bool) {
 // on one host, and every Lambda execution environment is a host of its
 // own.
 func (e *env) journalMode() string {
-	m := strings.ToUpper(e.getenv("JOURNAL_MODE"))
+	v := e.getenv("JOURNAL_MODE")
+	m := strings.ToUpper(v)
 	switch {
 	case m == "WAL" && e.host != Local:
 		e.bad("JOURNAL_MODE", "WAL is unsafe on EFS (its index is shared memory on one host); only the local server accepts it")
 		return sqlite.DefaultJournalMode
 	case m == "":
+		return sqlite.DefaultJournalMode
+	case m != "DELETE" && m != "TRUNCATE" && m != "PERSIST" && m != "WAL":
+		// Said here, as written and with what this host takes: the
+		// store's own check names the value upper-cased, and offers WAL
+		// to the functions, which refuse it.
+		modes := "DELETE, TRUNCATE or PERSIST"
+		if e.host == Local {
+			modes = "DELETE, TRUNCATE, PERSIST or WAL"
+		}
+		e.bad("JOURNAL_MODE", "%q is not %s", v, modes)
 		return sqlite.DefaultJournalMode
 	}
 	return m
@@ -257,10 +271,10 @@ func (e *env) metrics() bool {
 func (e *env) metricsNamespace() string {
 	v := e.getenv("METRICS_NAMESPACE")
 	// CloudWatch refuses these, and would drop every metric line.
-	if len(v) > 255 || strings.HasPrefix(v, "AWS/") || strings.ContainsFunc(v, func(r rune) bool {
+	if len(v) > 255 || strings.HasPrefix(v, "AWS/") || strings.HasPrefix(v, ":") || v != "" && strings.TrimSpace(v) == "" || strings.ContainsFunc(v, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("./-_#: ", r))
 	}) {
-		e.bad("METRICS_NAMESPACE", "%q is not a CloudWatch namespace: up to 255 letters, digits and . - _ / # : or space, not starting AWS/", v)
+		e.bad("METRICS_NAMESPACE", "%q is not a CloudWatch namespace: up to 255 letters, digits and . - _ / # : or space, not only spaces, not starting AWS/ or a colon", v)
 	}
 	return v
 }
