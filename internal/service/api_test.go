@@ -423,4 +423,11 @@ func TestAClockLeftUnsetIsTheServersFault(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "1970 to 2160") {
 		t.Errorf("the cause is not logged: %s", f.logs)
 	}
+	// Nor is it logged as one: no fault class (it was "unavailable", the
+	// class of a store that may come back by itself), at ERROR.
+	for _, line := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+		if strings.Contains(line, `"fault"`) || !strings.Contains(line, `"level":"ERROR"`) {
+			t.Errorf("a wrong clock's line: %s\nwant it at ERROR, with no fault class", line)
+		}
+	}
 }

@@ -153,6 +153,8 @@ func (l line) attrs() []slog.Attr {
 	switch {
 	case l.cancelled:
 		attrs = append(attrs, slog.String("error", l.err.Error()))
+	case l.err != nil && l.bug:
+		attrs = append(attrs, slog.String("error", l.err.Error())) // a bug's cause (a wrong clock), no store's fault
 	case l.err != nil:
 		attrs = append(attrs, slog.String("error", l.err.Error()), slog.String("fault", string(fault.Of(l.err))))
 	}
