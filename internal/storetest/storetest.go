@@ -130,7 +130,7 @@ func attemptWhole(t *testing.T, s limiter.Store, a limiter.Attempt) decide.Outco
 
 // everyPolicyCounts: a request passes only if every policy allows it, and
 // every policy counts every attempt; the audit record is written once, for
-// the first check's key and window.
+// the first charge's key and window.
 func everyPolicyCounts(t *testing.T, h Harness) {
 	in := h.New(t)
 	perMinute := limiter.Policy{Name: "ping", Limit: 3, Window: time.Minute}

@@ -20,13 +20,13 @@ import (
 // transaction last saw it.
 type decision struct {
 	a limiter.Attempt // with the effective policies
-	// states are each check's counters before the attempt: Cur is the
+	// states are each charge's counters before the attempt: Cur is the
 	// current window's count without the attempt's cost (see after).
 	states []decide.State
 	keys   []map[string]types.AttributeValue // each window check's counter; nil for GCRA
 }
 
-// Allow counts the attempt under each check and decides it; see the
+// Allow counts the attempt under each charge and decides it; see the
 // package comment.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
 	o, err := s.allow(ctx, a)

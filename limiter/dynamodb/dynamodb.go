@@ -184,7 +184,7 @@ var (
 	tableARN  = regexp.MustCompile(`^arn:[a-z-]+:dynamodb:[a-z0-9-]+:[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}$`)
 )
 
-// Open returns a store on cfg.Table. It makes no request: Ready charges the
+// Open returns a store on cfg.Table. It makes no request: Ready checks the
 // table, and a missing table or an unreachable endpoint shows in every call
 // as limiter.ErrUnavailable. opts adjust the AWS SDK's configuration (tests
 // give static credentials).
@@ -215,7 +215,7 @@ func Open(ctx context.Context, cfg Config, opts ...func(*config.LoadOptions) err
 	return &Store{client: client, cfg: cfg}, nil
 }
 
-// Ready charges that the table exists and the credentials may reach it,
+// Ready checks that the table exists and the credentials may reach it,
 // with one DescribeTable. Any failure is transient: a table created later,
 // or credentials fixed later, let the store serve without a restart.
 func (s *Store) Ready(ctx context.Context) error {

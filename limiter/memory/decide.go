@@ -9,14 +9,14 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// Allow counts the attempt under each check and decides it, holding the
+// Allow counts the attempt under each charge and decides it, holding the
 // store's mutex from the first read to the audit record: as the SQLite
-// store's transaction does, it reads each check's override and, for a
+// store's transaction does, it reads each charge's override and, for a
 // sliding window, its previous window's count or, for GCRA, its bucket;
 // refuses, counting nothing, an attempt its overrides make impossible;
 // adds the cost to each window's counter; decides; moves the GCRA buckets
 // the attempt passes; and records an allowed attempt under its first
-// check's key and window.
+// charge's key and window.
 func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
 	if err := decide.Validate(a); err != nil {
 		return limiter.Outcome{}, fmt.Errorf("memory: %w", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/ft251/ratelimit/limiter"
 )
 
-// Allow counts the attempt under each check and decides it, in one
+// Allow counts the attempt under each charge and decides it, in one
 // immediate transaction (see decideTx): the transaction of the one shard its
 // charges fall into, shared with the attempts that wait for it (batch.go),
 // or one over every shard they fall into (cross.go). No count is read and
@@ -51,7 +51,7 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // or, for GCRA, its bucket; and for a window one upsert that returns its
 // count with this attempt's cost; then the policies decide, a GCRA bucket
 // that moved is written back, and an allowed attempt's audit record is
-// inserted in its first check's shard. Several attempts decided one after
+// inserted in its first charge's shard. Several attempts decided one after
 // another in one transaction each see the counts of those before. An
 // attempt whose every check is a window's, of one unit (most), has each
 // check's read and upsert in one statement (countCharges); any other is

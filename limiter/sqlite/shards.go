@@ -132,7 +132,7 @@ func (sh *shard) checkLayout(ctx context.Context, db *sql.DB) error {
 	return sh.unrecorded(ctx, db)
 }
 
-// recordLayout charges that the file of tx records sh's place in the
+// recordLayout checks that the file of tx records sh's place in the
 // layout, and records it if the file has none yet (prepare's second
 // change, in the transaction of its first).
 func (sh *shard) recordLayout(ctx context.Context, tx *sql.Tx) error {

@@ -44,7 +44,7 @@ import (
 //
 // The store survives faults of the files beneath it. A failed open is
 // retried on the next call, and at most once per FileCheckInterval (on the
-// process's clock, not the request's instant) a call charges that the path
+// process's clock, not the request's instant) a call checks that the path
 // still names the file the store has open: a database deleted or replaced
 // under a running process is reopened (and, when its directory still
 // exists, created afresh) instead of counting on in a file nobody else can
@@ -78,7 +78,7 @@ type shard struct {
 	requests requests
 }
 
-// FileCheckInterval is how often a store charges that its path still names the
+// FileCheckInterval is how often a store checks that its path still names the
 // file it has open. Each check is one stat, a round trip on EFS.
 const FileCheckInterval = time.Second
 
@@ -264,7 +264,7 @@ func synchronous(journalMode string) string {
 	return "FULL"
 }
 
-// open opens the database, charges that the pragmas took, migrates the schema
+// open opens the database, checks that the pragmas took, migrates the schema
 // and charges (or records) the file's place in the layout (prepare), and
 // prepares the statements the request path uses.
 //
@@ -413,7 +413,7 @@ func (sh *shard) checkPragmas(ctx context.Context, db *sql.DB) error {
 
 // acquire returns the open database, opening it if needed, with a
 // reference the caller gives back with release. At most once per
-// FileCheckInterval it charges that the path still names the open file; if
+// FileCheckInterval it checks that the path still names the open file; if
 // the file was deleted or replaced, the handle is retired, to be closed
 // when the calls still using it end, and a fresh one opened.
 func (sh *shard) acquire(ctx context.Context) (*handle, error) {
