@@ -284,7 +284,7 @@ func (s *Store) prepare(ctx context.Context, a limiter.Attempt) (*decision, erro
 }
 
 // auditItem is the audit record of an allowed attempt, under its first
-// check's key and window. Its random suffix keeps records of one instant
+// charge's key and window. Its random suffix keeps records of one instant
 // and request id apart; it is drawn once per decision, so a repeated call
 // sends the same record.
 func (s *Store) auditItem(a limiter.Attempt) map[string]types.AttributeValue {

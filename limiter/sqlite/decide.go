@@ -46,7 +46,7 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 }
 
 // decideTx decides a inside a write transaction, with the statements at
-// gives for each client key (its shard's): for each check, one read of the
+// gives for each client key (its shard's): for each charge, one read of the
 // key's override and, for a sliding window, its previous window's count
 // or, for GCRA, its bucket; and for a window one upsert that returns its
 // count with this attempt's cost; then the policies decide, a GCRA bucket
