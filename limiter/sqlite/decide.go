@@ -53,8 +53,8 @@ func (s *Store) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 // that moved is written back, and an allowed attempt's audit record is
 // inserted in its first charge's shard. Several attempts decided one after
 // another in one transaction each see the counts of those before. An
-// attempt whose every check is a window's, of one unit (most), has each
-// check's read and upsert in one statement (countCharges); any other is
+// attempt whose every charge is a window's, of one unit (most), has each
+// charge's read and upsert in one statement (countCharges); any other is
 // read first (readCharges), refused with nothing written if impossible,
 // then counted (upsertCharges).
 //
