@@ -128,11 +128,14 @@ func (o *opening) left() time.Duration {
 
 // readsWait makes the reads on db wait for a commit in progress. db has
 // one connection (open sets it so), which keeps the setting.
+//
+// It is the first statement on a new handle's connection, which is when
+// SQLite opens the file: its error is the open's (a missing directory,
+// a file that is not a database), told as it is, under the caller's
+// "open PATH"; it used to say "set busy timeout", which was not what
+// failed.
 func (o *opening) readsWait(ctx context.Context, db *sql.DB) error {
-	if err := o.busyTimeout(ctx, db, o.left()); err != nil {
-		return fmt.Errorf("set busy timeout: %w", err)
-	}
-	return nil
+	return o.busyTimeout(ctx, db, o.left())
 }
 
 // done leaves db's connection as the store's calls expect it: not waiting

@@ -217,6 +217,10 @@ func TestOpenNamesTheFileWhenItIsNotADatabase(t *testing.T) {
 	if f := fault.Of(err); f != fault.Corrupt {
 		t.Errorf("fault %q, want %q", f, fault.Corrupt)
 	}
+	// What failed is opening the file, not a setting of the connection.
+	if strings.Contains(err.Error(), "busy timeout") {
+		t.Errorf("ready on garbage = %v; it says the busy timeout failed", err)
+	}
 }
 
 func TestMissingDirectoryIsUnavailableUntilItReturns(t *testing.T) {
