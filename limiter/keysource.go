@@ -12,7 +12,8 @@ type KeyKind string
 
 // Kinds of KeySource.
 const (
-	// KeyFromHeader reads the X-Client-Key header, which any client can set.
+	// KeyFromHeader reads the X-Client-Key header, which any client can
+	// set; requests without it share the key "127.0.0.1".
 	KeyFromHeader KeyKind = "header"
 	// KeyFromSourceIP is the address the platform saw the request come from.
 	KeyFromSourceIP KeyKind = "source-ip"
@@ -23,7 +24,11 @@ const (
 // KeySource says how a request's client key is found. The zero KeySource
 // reads the X-Client-Key header, as the design note has it: any client can
 // set that header, so a public route wants KeyFromSourceIP, KeyFromClaim,
-// or a key function of your own.
+// or a key function of your own. As the note has it too, requests without
+// the header share one key, "127.0.0.1", whatever address they come from.
+// KeyFromClaim reads the claims of API Gateway's JWT authorizer, which
+// only limiter/awslambda passes on: outside Lambda, a claim of your own
+// middleware's is read by a key function (httpapi.KeyFunc).
 type KeySource struct {
 	// Kind is where the key comes from; empty means KeyFromHeader.
 	Kind KeyKind

@@ -16,7 +16,10 @@ import (
 // language, without HTTP. The limited party is the caller's client, so a
 // denial is an Outcome with Allowed false, not an error.
 //
-// A Limiter is safe for simultaneous use by multiple goroutines.
+// A Limiter is safe for simultaneous use by multiple goroutines. Its
+// Store and Policies are checked at its first check, and must not change
+// after it: a Limiter refused then (no store, an invalid policy) stays
+// refused; make a new one.
 type Limiter struct {
 	Store Store
 	// Policies are the policies a check may name; a check that names none
