@@ -33,7 +33,11 @@ type expanded struct {
 	}
 	Resources map[string]any
 	Outputs   map[string]any
-	Metadata  struct {
+	Rules     map[string]struct {
+		RuleCondition any
+		Assertions    []struct{ Assert any }
+	}
+	Metadata struct {
 		Interface struct {
 			ParameterGroups []struct{ Parameters []string }
 		} `json:"AWS::CloudFormation::Interface"`
@@ -453,4 +457,69 @@ func TestDeployDefaultsAreSafe(t *testing.T) {
 // readEnv reads the configuration as the Lambda functions do.
 func readEnv(getenv func(string) string) (envconfig.Config, error) {
 	return envconfig.Read(getenv, envconfig.Lambda)
+}
+
+// TestAPartOfAnExistingNetworkIsRefused: the three ids of an existing
+// network go together; one or two alone were ignored without a word, and
+// a new network made beside the one meant. The template's rule refuses
+// them before anything is made, as CloudFormation evaluates it here.
+func TestAPartOfAnExistingNetworkIsRefused(t *testing.T) {
+	t.Parallel()
+	rule, ok := expand(t).Rules["ExistingNetworkIsWhole"]
+	if !ok || len(rule.Assertions) != 1 {
+		t.Fatalf("template has no rule ExistingNetworkIsWhole with one assertion: %+v", rule)
+	}
+	ids := []string{"ExistingVpcId", "ExistingSubnetA", "ExistingSubnetB"}
+	values := []string{"vpc-0123456789abcdef0", "subnet-0123456789abcdef0", "subnet-0123456789abcdef1"}
+	for mask := range 8 {
+		params := map[string]string{}
+		given := 0
+		for i, id := range ids {
+			if mask&(1<<i) != 0 {
+				params[id], given = values[i], given+1
+			} else {
+				params[id] = ""
+			}
+		}
+		refused := ruleValue(t, rule.RuleCondition, params) && !ruleValue(t, rule.Assertions[0].Assert, params)
+		if want := given == 1 || given == 2; refused != want {
+			t.Errorf("%v: refused %v, want %v", params, refused, want)
+		}
+	}
+}
+
+// ruleValue evaluates a rule's condition as CloudFormation would, for the
+// functions the rule uses, with params for each Ref.
+func ruleValue(t *testing.T, v any, params map[string]string) bool {
+	t.Helper()
+	m, _ := v.(map[string]any)
+	args, _ := func() ([]any, bool) {
+		for _, a := range m {
+			l, ok := a.([]any)
+			return l, ok
+		}
+		return nil, false
+	}()
+	str := func(a any) string {
+		if r, ok := a.(map[string]any); ok {
+			return params[fmt.Sprint(r["Ref"])]
+		}
+		return fmt.Sprint(a)
+	}
+	switch {
+	case m["Fn::Equals"] != nil:
+		return str(args[0]) == str(args[1])
+	case m["Fn::Not"] != nil:
+		return !ruleValue(t, args[0], params)
+	case m["Fn::And"] != nil, m["Fn::Or"] != nil:
+		and := m["Fn::And"] != nil
+		for _, a := range args {
+			if ruleValue(t, a, params) != and {
+				return !and
+			}
+		}
+		return and
+	}
+	t.Fatalf("a rule function this test does not know: %v", v)
+	return false
 }
