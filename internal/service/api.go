@@ -211,6 +211,7 @@ func (e *engine) begin(w http.ResponseWriter, r *http.Request) *request {
 func (e *engine) finish(req *request) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler || req.passed {
+			req.panicked = v != http.ErrAbortHandler // the handler's, not an abort it meant
 			e.log(req)
 			panic(v)
 		}

@@ -60,6 +60,7 @@ type line struct {
 	err               error
 	cancelled         bool
 	bug               bool // answered 500 by the service, not the handler behind: logged at ERROR
+	panicked          bool // the handler behind panicked
 }
 
 // lineOf is req's log line.
@@ -67,7 +68,7 @@ func lineOf(req *request) line {
 	l := line{method: req.r.Method, path: req.r.URL.Path, key: req.key, tier: req.tier, status: req.w.status, verdict: req.verdict,
 		latency: time.Since(req.start), requestID: req.caller.RequestID, lambdaRequestID: req.caller.LambdaRequestID,
 		fromMemory: req.fromMemory, outcome: req.outcome, shadowSkipped: req.shadowSkipped, funcErr: req.funcErr,
-		admin: req.admin, err: req.err, cancelled: req.cancelled(),
+		admin: req.admin, err: req.err, cancelled: req.cancelled(), panicked: req.panicked,
 		// Only a bug of ours, or of a function the caller gave us, answers
 		// 500 (writeError); the handler behind the middleware may, for
 		// its own reasons.
@@ -146,6 +147,9 @@ func (l line) attrs() []slog.Attr {
 	}
 	if l.admin != nil {
 		attrs = append(attrs, slog.Any("admin", l.admin))
+	}
+	if l.panicked {
+		attrs = append(attrs, slog.Bool("panic", true))
 	}
 	if l.lambdaRequestID != "" {
 		attrs = append(attrs, slog.String("lambda_request_id", l.lambdaRequestID))

@@ -35,6 +35,9 @@ type request struct {
 	// passed is set when the request was handed to the handler behind
 	// the middleware: a panic from there is that handler's, and goes on.
 	passed bool
+	// panicked is set when that handler panicked: its line says so, as
+	// no status may have been sent.
+	panicked bool
 	// funcErr are the errors of the caller's key and cost functions, for
 	// the log line only.
 	funcErr []string

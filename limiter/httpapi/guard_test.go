@@ -211,6 +211,11 @@ func TestTheHandlersPanicIsItsOwn(t *testing.T) {
 	if !strings.Contains(g.logs.String(), `"path":"/boom"`) {
 		t.Errorf("no log line for the request: %s", g.logs)
 	}
+	// The line says the handler panicked: it read "status":0,
+	// "decision":"allowed" and nothing more.
+	if !strings.Contains(g.logs.String(), `"panic":true`) {
+		t.Errorf("the line does not say the handler panicked: %s", g.logs)
+	}
 }
 
 // TestStreamingAndUpgradesPassThrough: a handler behind the middleware can
