@@ -145,7 +145,7 @@ func TestPruneKeepsTheFileFromGrowing(t *testing.T) {
 	}
 	if got, err := prune(ctx, store, now.Add(auditRetention+time.Hour)); err != nil || got.Audit != 2 {
 		t.Errorf("prune after the retention: %+v, %v; want the 2 audit rows deleted", got, err)
-	}	// Deployed, the schedule's function prunes the function's own file.
+	} // Deployed, the schedule's function prunes the function's own file.
 	tmpl, err := os.ReadFile("template.yaml")
 	if err != nil {
 		t.Fatal(err)
