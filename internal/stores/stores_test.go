@@ -19,7 +19,7 @@ func TestOpenPicksTheConfiguredStore(t *testing.T) {
 	}
 	s.Close()
 	t.Setenv("AWS_REGION", "us-east-1")
-	s, err = stores.Open(ctx, stores.Config{Kind: stores.DynamoDB, Table: "t"})
+	s, err = stores.Open(ctx, stores.Config{Kind: stores.DynamoDB, Table: "counters"})
 	if _, ok := s.(*dynamodb.Store); !ok || err != nil {
 		t.Errorf("STORE=dynamodb store = %T, %v; want DynamoDB", s, err)
 	}
