@@ -19,19 +19,10 @@ import (
 // several policies, routes, costs, tiers, a log line or fail open, use
 // Middleware.
 //
-// Its counters are kept under the policy's name, its Namespace when it
-// sets none, so that two Limits on one store, or a Limit beside the
-// policies of a Middleware, never count in each other's counters; a
-// Usage, Reset or override of the store names the policy with that
-// Namespace.
-//
 //	limit, err := httpapi.Limit(store, limiter.Policy{Name: "api", Limit: 100, Window: time.Minute}, httpapi.BySourceIP)
 //	...
 //	http.ListenAndServe(":8080", limit(mux))
 func Limit(store limiter.Store, p limiter.Policy, key KeyFunc) (func(http.Handler) http.Handler, error) {
-	if p.Namespace == "" {
-		p.Namespace = p.Name
-	}
 	rule := limiter.Rule{Policy: p, Routes: []string{"/"}}
 	keys := map[string]KeyFunc{p.Name: key}
 	var noKey error

@@ -56,45 +56,6 @@ func TestLimitGuardsEverythingItWraps(t *testing.T) {
 	}
 }
 
-// TestTwoLimitsOnOneStoreCountApart: each Limit counts under its policy's
-// name (the policy's Namespace, when it sets none), so two of them on one
-// store, as a program guarding two routes with two limits writes them, do
-// not count in each other's counters. They used to share one counter per
-// client key: a client's fifth upload made its first search a 429.
-func TestTwoLimitsOnOneStoreCountApart(t *testing.T) {
-	store := memory.New()
-	search := limiter.Policy{Name: "search", Limit: 3, Window: time.Minute}
-	upload := limiter.Policy{Name: "upload", Limit: 100, Window: time.Minute}
-	limitSearch, err := httpapi.Limit(store, search, httpapi.BySourceIP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	limitUpload, err := httpapi.Limit(store, upload, httpapi.BySourceIP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	mux := http.NewServeMux()
-	mux.Handle("/search", limitSearch(ok))
-	mux.Handle("/upload", limitUpload(ok))
-	get := func(path string) *httptest.ResponseRecorder {
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
-		return w
-	}
-	for range 5 {
-		get("/upload")
-	}
-	if w := get("/search"); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "2" {
-		t.Errorf("the first search after 5 uploads: %d, remaining %q; want 200 with 2 left", w.Code, w.Header().Get("X-RateLimit-Remaining"))
-	}
-	// Read back under the namespace Limit gave it.
-	upload.Namespace = "upload"
-	if u, err := store.Usage(context.Background(), upload, "192.0.2.1", time.Now()); err != nil || u.Count != 5 {
-		t.Errorf("upload's count read under its name: %+v, %v; want 5", u, err)
-	}
-}
-
 // TestLimitRefusesWhatMiddlewareRefuses: no store (nil, or a nil pointer
 // of a store's type), an invalid policy, no key function: an error, not a
 // handler that would count wrong or answer every request 500.
