@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ft251/ratelimit/internal/plainkeys"
 	"github.com/ft251/ratelimit/internal/typednil"
 )
 
@@ -88,6 +89,11 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 			err = errors.Join(err, errors.New("no policies: nothing would be counted"))
 		}
 		err = errors.Join(err, typednil.Missing("store", l.Store))
+		for _, p := range l.Policies {
+			if err == nil && p.Namespace == "" {
+				err = plainkeys.Claim(l.Store, p.Name)
+			}
+		}
 		if err != nil {
 			l.invalid = fmt.Errorf("%w: %w", ErrInvalidPolicies, err)
 		}

@@ -124,6 +124,9 @@ type route struct {
 // one error: those Middleware refuses, and a route it does not serve.
 func New(opts Options) (*API, error) {
 	e, err := newEngine(opts)
+	if err == nil {
+		err = claimPlainKeys(e.opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}

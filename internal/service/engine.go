@@ -16,6 +16,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/fault"
+	"github.com/ft251/ratelimit/internal/plainkeys"
 	"github.com/ft251/ratelimit/internal/typednil"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
@@ -196,6 +197,22 @@ func newEngine(opts Options) (*engine, error) {
 		}
 	}
 	return e, errors.Join(append(errs, tierFuncErrors(opts)...)...)
+}
+
+// claimPlainKeys records the policy of opts that counts without a
+// namespace (ValidateRules lets one through) as the one that counts under
+// plain client keys on its store (plainkeys), once everything else about
+// opts is known to be right: a second Middleware, Limit or Limiter on the
+// store with another such policy would count in its counters.
+func claimPlainKeys(opts Options) error {
+	for _, r := range opts.Rules {
+		if r.Policy.Namespace == "" {
+			if err := plainkeys.Claim(opts.Store, r.Policy.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // tierFuncErrors are what is wrong with opts.Tiers: a function for no

@@ -17,6 +17,9 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if err := errors.Join(err, unnamedTiers(opts)); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
+	if err := claimPlainKeys(e.opts); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	return func(next http.Handler) http.Handler {
 		g := &guarded{engine: e, next: next}
 		g.mux, _ = next.(*http.ServeMux)

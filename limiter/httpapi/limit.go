@@ -17,7 +17,9 @@ import (
 // refuses what Middleware refuses: no store, an invalid policy, a nil key
 // function, and a policy with tiers, which nothing here could name. For
 // several policies, routes, costs, tiers, a log line or fail open, use
-// Middleware.
+// Middleware. A policy without a Namespace counts under the client key
+// itself, so a store takes one such policy: a second Limit on it with
+// another policy needs a Namespace for one of them.
 //
 //	limit, err := httpapi.Limit(store, limiter.Policy{Name: "api", Limit: 100, Window: time.Minute}, httpapi.BySourceIP)
 //	...

@@ -56,6 +56,42 @@ func TestLimitGuardsEverythingItWraps(t *testing.T) {
 	}
 }
 
+// TestTwoPoliciesCannotShareAStoresPlainKeys: a policy without a
+// Namespace counts under the client key itself; two such policies on one
+// store would count in one counter (a client's fifth upload made its first
+// search a 429). The second is refused where it is configured, by Limit,
+// Middleware or a Limiter alike, naming both; the same policy again (a
+// route guarded twice) is not, nor a policy with a Namespace.
+func TestTwoPoliciesCannotShareAStoresPlainKeys(t *testing.T) {
+	store := memory.New()
+	search := limiter.Policy{Name: "search", Limit: 3, Window: time.Minute}
+	upload := limiter.Policy{Name: "upload", Limit: 100, Window: time.Minute}
+	if _, err := httpapi.Limit(store, search, httpapi.BySourceIP); err != nil {
+		t.Fatal(err)
+	}
+	want := `policy "upload" counts under the client key alone on a store where policy "search" already does`
+	if _, err := httpapi.Limit(store, upload, httpapi.BySourceIP); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a second Limit on the store: %v, want an error saying %q", err, want)
+	}
+	if _, err := httpapi.Middleware(httpapi.Options{Store: store, Rules: []limiter.Rule{{Policy: upload, Routes: []string{"/up"}}}}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a Middleware beside it: %v, want an error saying %q", err, want)
+	}
+	l := &limiter.Limiter{Store: store, Policies: []limiter.Policy{upload}}
+	if _, err := l.Allow(context.Background(), limiter.Request{Key: "k"}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a Limiter beside it: %v, want ErrInvalidPolicies saying %q", err, want)
+	}
+	if _, err := httpapi.Limit(store, search, httpapi.ByHeader("X-API-Key")); err != nil {
+		t.Errorf("the same policy again: %v", err)
+	}
+	upload.Namespace = "upload"
+	if _, err := httpapi.Limit(store, upload, httpapi.BySourceIP); err != nil {
+		t.Errorf("upload with a namespace of its own: %v", err)
+	}
+	if _, err := httpapi.Limit(memory.New(), limiter.Policy{Name: "other", Limit: 1, Window: time.Minute}, httpapi.BySourceIP); err != nil {
+		t.Errorf("another store: %v", err)
+	}
+}
+
 // TestLimitRefusesWhatMiddlewareRefuses: no store (nil, or a nil pointer
 // of a store's type), an invalid policy, no key function: an error, not a
 // handler that would count wrong or answer every request 500.
