@@ -75,10 +75,7 @@ func (t *tables) allow(a limiter.Attempt) decide.Outcome {
 			until: start.Unix() + 2*decide.WindowSeconds(first.Policy),
 		})
 	}
-	if now := a.Now.Unix(); now >= t.swept+sweepEvery {
-		t.sweep(now)
-		t.swept = now
-	}
+	t.maybeSweep(a.Now.Unix())
 	return o
 }
 

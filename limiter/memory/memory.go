@@ -30,8 +30,9 @@ type tables struct {
 	// audit are the audit records, in the order they were made.
 	audit []record
 	// swept is when, on the decisions' clock (Unix seconds), the store
-	// last forgot what could no longer matter (sweep).
-	swept int64
+	// last forgot what could no longer matter (sweep); prev is the
+	// instant of the decision before the last (maybeSweep).
+	swept, prev int64
 }
 
 // window names a window's counter: its policy's store key, and its start

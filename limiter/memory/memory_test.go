@@ -218,6 +218,52 @@ func TestAStoreForgetsWhatNoLongerMatters(t *testing.T) {
 	}
 }
 
+// TestOneDecisionFarAheadSweepsNothingLive: the sweep goes by the
+// decisions' clock, which callers give (Request.At, a clock that steps):
+// one decision hours ahead does not forget the live counters of the
+// others (it used to: alice, denied, was let through again), a clock that
+// steps back does not stop the sweeping (it used to, for as long as the
+// step), and neither leaves the store to grow without it.
+func TestOneDecisionFarAheadSweepsNothingLive(t *testing.T) {
+	s := memory.New()
+	ctx := context.Background()
+	p := limiter.Policy{Name: "api", Limit: 2, Window: time.Hour}
+	allow := func(key string, at time.Time) bool {
+		t.Helper()
+		o, err := s.Allow(ctx, storetest.One(p, key, at, "", "r"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Allowed
+	}
+	for i, want := range []bool{true, true, false} {
+		if got := allow("alice", t0.Add(time.Duration(i)*time.Second)); got != want {
+			t.Fatalf("alice %d: %v, want %v", i+1, got, want)
+		}
+	}
+	allow("bob", t0.Add(10*365*24*time.Hour))
+	if allow("alice", t0.Add(5*time.Second)) {
+		t.Errorf("alice, in the window she was denied in, after a decision ten years ahead: allowed, want denied")
+	}
+	// A day back, then ten hours of decisions: swept as they go.
+	s2 := memory.New()
+	at := t0.Add(24 * time.Hour)
+	if _, err := s2.Allow(ctx, storetest.One(p, "k", at, "", "r")); err != nil {
+		t.Fatal(err)
+	}
+	for m := range 600 {
+		at = t0.Add(time.Duration(m) * time.Minute)
+		for k := range 10 {
+			if _, err := s2.Allow(ctx, storetest.One(p, fmt.Sprintf("k%d", k), at, "", "r")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if windows, _, _ := memory.Held(s2); windows > 40 {
+		t.Errorf("after a step back of a day and ten hours of 10 keys: %d windows held, want those of the last hours only", windows)
+	}
+}
+
 // TestAClosedStoreFailsEveryCall: after Close, every call fails and says
 // the store is closed, with an error that is not ErrUnavailable: it will
 // not clear by itself, and the process should stop rather than answer

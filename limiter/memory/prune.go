@@ -14,6 +14,28 @@ import (
 // Prune does not grow with every window and request it ever saw.
 const sweepEvery = 60
 
+// maybeSweep sweeps, after a decision at now (Unix seconds), when the
+// decisions' clock has moved on a minute since the last sweep. The
+// instants are the callers' (Request.At, a clock that steps), so it goes
+// by the earlier of this decision's and the one before's: one decision
+// hours ahead does not forget the live counters of every other key (two
+// in a row must say the time has come). A clock that steps back a minute
+// or more starts the sweeps again from where it is, rather than stopping
+// them until it is back.
+func (t *tables) maybeSweep(now int64) {
+	at := min(now, t.prev)
+	t.prev = now
+	switch {
+	case t.swept == 0:
+		t.swept = now // the first decision: nothing to forget yet
+	case now < t.swept-sweepEvery:
+		t.swept = now
+	case at >= t.swept+sweepEvery:
+		t.sweep(at)
+		t.swept = at
+	}
+}
+
 // sweep forgets, at now (Unix seconds), the counters whose window ended
 // more than one window length before now (the longest that counted in
 // each) and the audit records of those windows, as Prune deletes
