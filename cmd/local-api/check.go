@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/envconfig"
@@ -26,12 +27,21 @@ import (
 // which is how a POLICIES value is tried before it is deployed.
 func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 	c, err := readConfig(getenv)
-	if err == nil {
-		// The server would fail to listen: an address of no interface
-		// here, a port taken. Tried and let go at once.
-		if ln, lerr := net.Listen("tcp", c.Addr); lerr != nil {
-			err = &envconfig.ConfigError{Problems: []error{listenError(c.Addr, lerr)}}
-		} else {
+	// The server would fail to listen on an address of no interface here,
+	// or a name that resolves to none: tried, and let go at once, beside
+	// the other problems. A port in use is not the configuration's: the
+	// server running now, or sam local, may hold it.
+	addr, inUse := cmp.Or(getenv("ADDR"), defaultAddr), false
+	var ce *envconfig.ConfigError
+	if _, _, serr := net.SplitHostPort(addr); serr == nil && (err == nil || errors.As(err, &ce) && !mentions(ce, "ADDR:")) {
+		switch ln, lerr := net.Listen("tcp", addr); {
+		case errors.Is(lerr, syscall.EADDRINUSE):
+			inUse = true
+		case lerr != nil && ce != nil:
+			ce.Problems = append(ce.Problems, listenError(addr, lerr))
+		case lerr != nil:
+			err = &envconfig.ConfigError{Problems: []error{listenError(addr, lerr)}}
+		default:
 			ln.Close()
 		}
 	}
@@ -40,6 +50,9 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 		return 2
 	}
 	describeConfig(out, c, gcTarget(getenv))
+	if inUse {
+		fmt.Fprintf(out, "note: %s is in use now: the server could not listen there until it is free\n", addr)
+	}
 	if s := c.Store; s.Kind == stores.SQLite && s.Shards > 1 && (s.JournalMode == "" || s.JournalMode == "DELETE") {
 		fmt.Fprintln(out, "advice: with several shards, JOURNAL_MODE=TRUNCATE spares each decision creating and deleting a journal in the files' one directory, which held the EFS model near 96 decisions a second whatever the count (docs/capacity.md)")
 	}
@@ -64,6 +77,16 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 		fmt.Fprintln(out, "The Lambda functions would accept it.")
 	}
 	return 0
+}
+
+// mentions reports whether one of ce's problems begins with prefix.
+func mentions(ce *envconfig.ConfigError, prefix string) bool {
+	for _, p := range ce.Problems {
+		if strings.HasPrefix(p.Error(), prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // describeConfig prints c as a person checking it reads it, with the

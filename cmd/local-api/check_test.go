@@ -35,16 +35,20 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "dangling")); err != nil {
+		t.Fatal(err)
+	}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer taken.Close()
 	for env, want := range map[[2]string]string{
-		{"DB_PATH", filepath.Join(file, "x.db")}:           "DB_PATH: " + file + " is a file, not a directory",
-		{"DB_PATH", filepath.Join(dir, "no", "a", "x.db")}: "DB_PATH: " + filepath.Join(dir, "no") + " does not exist",
-		{"ADDR", "192.0.2.1:3907"}:                         "ADDR: cannot listen on 192.0.2.1:3907",
-		{"ADDR", taken.Addr().String()}:                    "ADDR: cannot listen on " + taken.Addr().String(),
+		{"DB_PATH", filepath.Join(file, "x.db")}:            "DB_PATH: " + file + " is a file, not a directory",
+		{"DB_PATH", filepath.Join(dir, "no", "a", "x.db")}:  "DB_PATH: " + filepath.Join(dir, "no") + " does not exist",
+		{"DB_PATH", filepath.Join(file, "data", "x.db")}:    "DB_PATH: a file stands where a directory of " + filepath.Join(file, "data") + " belongs",
+		{"DB_PATH", filepath.Join(dir, "dangling", "x.db")}: "DB_PATH: " + filepath.Join(dir, "dangling") + " is a symbolic link to nothing",
+		{"ADDR", "192.0.2.1:3907"}:                          "ADDR: cannot listen on 192.0.2.1:3907",
 	} {
 		vars := map[string]string{"DB_PATH": filepath.Join(dir, "db", "x.db"), env[0]: env[1]}
 		if code, out := checkOut(vars); code != 2 || !strings.Contains(out, want) {
@@ -53,6 +57,18 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "db")); err == nil {
 		t.Errorf("-check made the database's directory")
+	}
+	// A port in use is the server's now, not the configuration's: noted,
+	// and -check passes (it failed wherever the server, or sam local,
+	// already listened).
+	vars := map[string]string{"DB_PATH": filepath.Join(dir, "db", "x.db"), "ADDR": taken.Addr().String()}
+	if code, out := checkOut(vars); code != 0 || !strings.Contains(out, "note: "+taken.Addr().String()+" is in use now") {
+		t.Errorf("ADDR in use: exit %d\n%s\nwant 0, with a note", code, out)
+	}
+	// An address no interface has is listed with the other problems.
+	vars = map[string]string{"DB_PATH": filepath.Join(dir, "db", "x.db"), "ADDR": "192.0.2.1:3907", "RATE_LIMIT": "0"}
+	if code, out := checkOut(vars); code != 2 || !strings.Contains(out, "ADDR: cannot listen") || !strings.Contains(out, "RATE_LIMIT:") {
+		t.Errorf("a bad ADDR beside a bad RATE_LIMIT: exit %d\n%s\nwant both listed", code, out)
 	}
 }
 

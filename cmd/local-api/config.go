@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/envconfig"
@@ -52,16 +53,26 @@ func listenable(host string) bool {
 
 // dbDirProblem is what keeps the server from making or using the
 // directory of the database at path, which it makes if it is missing
-// (makeDBDir), but not the directories above it: a file in its place, or
-// a missing parent. Nothing is made here.
+// (makeDBDir), but not the directories above it: a file in its place or
+// above it, a missing parent, a symbolic link to nothing, a directory this
+// process may not search. Nothing is made here.
 func dbDirProblem(path string) error {
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	switch {
 	case err == nil && !fi.IsDir():
 		return fmt.Errorf("DB_PATH: %s is a file, not a directory", dir)
-	case err == nil, !errors.Is(err, fs.ErrNotExist):
-		return nil // there, or not to be told apart from here (a permission): the server says
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("DB_PATH: a file stands where a directory of %s belongs", dir)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("DB_PATH: %s cannot be reached: %v", dir, errors.Unwrap(err))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil // not to be told from here: the server says
+	}
+	if li, err := os.Lstat(dir); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("DB_PATH: %s is a symbolic link to nothing", dir)
 	}
 	parent := filepath.Dir(dir)
 	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
