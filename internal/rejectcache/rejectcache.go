@@ -4,6 +4,7 @@ package rejectcache
 
 import (
 	"context"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,55 @@ type Cache struct {
 	// whose store answer was on its way during one may be of the state
 	// before it, and is not remembered.
 	forgets uint64
+	// passes are the last attempt that passed through the store, by
+	// slotOf its signature: a denial decided from the counts before it is
+	// not remembered (pass.since).
+	passes [passSlots]pass
+}
+
+// passSlots is how many slots Cache.passes keeps: a pass of another
+// signature in a denial's slot hides the one before it, which only lets
+// a stale denial be remembered, as before there were passes.
+const passSlots = 256
+
+// slotOf is sig's slot in Cache.passes.
+func slotOf(sig string) int {
+	h := fnv.New32a()
+	h.Write([]byte(sig))
+	return int(h.Sum32() % passSlots)
+}
+
+// pass is an attempt that passed through the store, and what it decided
+// from.
+type pass struct {
+	sig string
+	o   decide.Outcome
+}
+
+// since reports whether the pass, of signature sig, came after the
+// counts that denied denied were read: a denial decided before a cheaper
+// attempt passed tells a wait too short for the counts as they are. A
+// window's count (the attempt's own included) is then lower than the
+// pass's in the same window; a GCRA bucket's TAT, as read, earlier than
+// the pass left it.
+func (p pass) since(sig string, denied decide.Outcome) bool {
+	if p.sig != sig || len(p.o.Decisions) != len(denied.Decisions) {
+		return false
+	}
+	for i, d := range denied.Decisions {
+		q := p.o.Decisions[i]
+		switch {
+		case d.Policy.Algorithm == limiter.GCRA:
+			if q.TAT.After(d.State().TAT) {
+				return true
+			}
+		case q.WindowStart.After(d.WindowStart):
+			return true
+		case q.WindowStart.Equal(d.WindowStart) && q.State().Cur > d.State().Cur:
+			return true
+		}
+	}
+	return false
 }
 
 // MaxRemembered bounds how long a Cache answers from one denial: an
@@ -106,6 +156,7 @@ func signature(a limiter.Attempt) string {
 // FromMemory set on a denial from memory.
 func (c *Cache) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
 	sig := signature(a)
+	slot := slotOf(sig)
 	c.mu.Lock()
 	prev, ok := c.denied[sig]
 	forgets := c.forgets
@@ -118,15 +169,19 @@ func (c *Cache) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	}
 	inner, whole := decide.Capture(ctx)
 	o, err := c.Store.Allow(inner, a)
-	if ok && err == nil && o.Allowed {
-		// An attempt like the one remembered passed (a cheaper one): the
-		// counts moved past what was remembered, and a wait told from
-		// them would be too short.
-		// A denial on its way meanwhile may be of the counts before
-		// this one: it is not remembered either (forgets).
+	if err == nil && o.Allowed {
+		// An attempt with these policies and keys passed (a cheaper one):
+		// the counts moved on from a denial remembered of them before it,
+		// and a wait told from those would be too short. One on its way
+		// is checked against this pass when it arrives (pass.since).
 		c.mu.Lock()
-		delete(c.denied, sig)
-		c.forgets++
+		if whole.Decisions != nil {
+			p := pass{sig: sig, o: *whole}
+			if d, ok := c.denied[sig]; ok && p.since(sig, d.o) {
+				delete(c.denied, sig)
+			}
+			c.passes[slot] = p
+		}
 		c.mu.Unlock()
 	}
 	if err != nil || o.Allowed || whole.Decisions == nil {
@@ -140,8 +195,8 @@ func (c *Cache) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 	decide.Report(ctx, *whole)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.forgets != forgets {
-		return o, nil
+	if c.forgets != forgets || c.passes[slot].since(sig, *whole) {
+		return o, nil // decided from the counts before a forget, or a pass
 	}
 	if len(c.denied) >= c.size && a.Now.Sub(c.swept) >= time.Second {
 		c.sweep(a.Now)

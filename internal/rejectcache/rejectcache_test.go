@@ -361,3 +361,63 @@ func TestAnImpossibleCostIsNotDeniedFromMemory(t *testing.T) {
 		t.Errorf("a cost of 3 under an override of 2: %+v, %v; want ErrInvalidCost", o, err)
 	}
 }
+
+// gatedStore holds the attempts of cost 1 at its door until open is
+// closed, so that a test can order a cheaper attempt's pass after a
+// costlier one's denial.
+type gatedStore struct {
+	limiter.Store
+	arrived, open chan struct{}
+}
+
+func (s *gatedStore) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	if a.Charges[0].Cost == 1 {
+		s.arrived <- struct{}{}
+		<-s.open
+	}
+	return s.Store.Allow(ctx, a)
+}
+
+// TestACheaperPassOnItsWayForgetsTheDenial is the tester's race: a cheaper
+// attempt is on its way to the store when a costlier one is denied and
+// remembered; the cheaper one then passes, moving the bucket. The denial
+// is forgotten: the next costlier attempt is told the wait as the bucket
+// is. It used to be kept (the cheaper one had found no denial to forget
+// when it asked), and its wait was too short.
+func TestACheaperPassOnItsWayForgetsTheDenial(t *testing.T) {
+	gate := &gatedStore{Store: sqlitetest.Open(t, sqlite.Config{}), arrived: make(chan struct{}), open: make(chan struct{})}
+	c := rejectcache.New(gate, 0)
+	p := limiter.Policy{Name: "tokens", Limit: 3, Window: 6 * time.Second, Namespace: "tokens", Algorithm: limiter.GCRA}
+	ctx := context.Background()
+	try := func(at time.Duration, cost int64) decide.Outcome {
+		t.Helper()
+		a := storetest.One(p, "k", t0.Add(at), "", "")
+		a.Charges[0].Cost = cost
+		o, err := allow(ctx, c, a)
+		if err != nil {
+			t.Error(err)
+		}
+		return o
+	}
+	if o := try(0, 2); !o.Allowed {
+		t.Fatalf("a cost of 2 at 0: %+v, want allowed", o)
+	}
+	done := make(chan decide.Outcome)
+	go func() { done <- try(500*time.Millisecond, 1) }()
+	<-gate.arrived
+	if o := try(500*time.Millisecond, 2); o.Allowed || o.FromMemory {
+		t.Fatalf("a cost of 2 at 0.5 s: %+v, want denied by the store", o)
+	}
+	close(gate.open)
+	if o := <-done; !o.Allowed {
+		t.Fatalf("the cost of 1 at 0.5 s: %+v, want allowed", o)
+	}
+	o := try(time.Second, 2)
+	if o.Allowed {
+		t.Fatalf("a cost of 2 at 1 s: %+v, want denied", o)
+	}
+	wait := o.Decisions[0].ResetAfter
+	if back := try(time.Second+wait, 2); !back.Allowed {
+		t.Errorf("a cost of 2 told at 1 s to wait %v (from memory %v), back then: %+v, want allowed", wait, o.FromMemory, back.Decisions[0].Decision)
+	}
+}
