@@ -57,14 +57,19 @@ func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
 // none, however many units it has.
 func requestsLeft(d *limiter.Decision) int64 { return d.Remaining / max(d.Cost, 1) }
 
-// resetAt is when d's wait ends, in Unix seconds: a fixed window's end, a
-// whole second, exactly; for a sliding window or GCRA, whose waits end
-// between seconds, now+ResetAfter rounded up, so that a client that comes
+// resetAt is when d's wait ends, in Unix seconds: a window's end (a
+// fixed window's, or a sliding one's with requests left), a whole second,
+// exactly; a wait that ends between seconds (a sliding window's weight, a
+// GCRA bucket), now+ResetAfter rounded up, so that a client that comes
 // back then is never early (a truncated now, 0.6 s into its second, made
 // it 0.6 s early).
 func resetAt(now time.Time, d *limiter.Decision) int64 {
 	at := now.Add(d.ResetAfter)
-	if fixed := d.Policy.Algorithm != limiter.Sliding && d.Policy.Algorithm != limiter.GCRA; fixed || at.Nanosecond() == 0 {
+	fixed := d.Policy.Algorithm != limiter.Sliding && d.Policy.Algorithm != limiter.GCRA
+	if d.Policy.Algorithm == limiter.Sliding && d.Allowed && d.Remaining >= max(d.Cost, 1) {
+		return d.Reset.Unix() // its wait is the window's end (decide.Usage)
+	}
+	if fixed || at.Nanosecond() == 0 {
 		return at.Unix()
 	}
 	return at.Unix() + 1

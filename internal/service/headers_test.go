@@ -60,9 +60,16 @@ func TestXRateLimitResetIsNeverEarly(t *testing.T) {
 			t.Errorf("a wait of %v at %v: X-RateLimit-Reset %s, want %d, when the wait has ended", after, now, got, want)
 		}
 	}
-	// A fixed window ends on a whole second: its end exactly.
+	// A sliding window's wait that is its end (requests left) is that end
+	// exactly, not a second after it (rounded twice).
 	h := http.Header{}
 	end := time.Unix(1_800_000_060, 0)
+	setRateLimitHeaders(h, time.Unix(1_800_000_010, 300_000_000), []limiter.Decision{{Usage: limiter.Usage{Policy: limiter.Policy{Name: "s", Limit: 5, Window: time.Minute, Algorithm: limiter.Sliding}, Remaining: 3, Reset: end, ResetAfter: 50 * time.Second}, Allowed: true, Cost: 1}})
+	if got := h.Get("X-RateLimit-Reset"); got != fmt.Sprint(end.Unix()) {
+		t.Errorf("a sliding window's end: X-RateLimit-Reset %s, want %d", got, end.Unix())
+	}
+	// A fixed window ends on a whole second: its end exactly.
+	h = http.Header{}
 	setRateLimitHeaders(h, now, []limiter.Decision{{Usage: limiter.Usage{Policy: limiter.Policy{Name: "f", Limit: 2, Window: time.Minute}, ResetAfter: 60 * time.Second}}})
 	if got := h.Get("X-RateLimit-Reset"); got != fmt.Sprint(end.Unix()) {
 		t.Errorf("a fixed window: X-RateLimit-Reset %s, want its end, %d", got, end.Unix())
