@@ -66,7 +66,7 @@ func requestsLeft(d *limiter.Decision) int64 { return d.Remaining / max(d.Cost, 
 func resetAt(now time.Time, d *limiter.Decision) int64 {
 	at := now.Add(d.ResetAfter)
 	fixed := d.Policy.Algorithm != limiter.Sliding && d.Policy.Algorithm != limiter.GCRA
-	if d.Policy.Algorithm == limiter.Sliding && d.Allowed && d.Remaining >= max(d.Cost, 1) {
+	if d.Policy.Algorithm == limiter.Sliding && d.Allowed && d.Remaining >= max(d.Cost, 1) && !d.Reset.IsZero() {
 		return d.Reset.Unix() // its wait is the window's end (decide.Usage)
 	}
 	if fixed || at.Nanosecond() == 0 {
