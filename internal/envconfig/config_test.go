@@ -215,8 +215,9 @@ func TestConfigPoliciesReadWholeNumbersAsTheAPIDoes(t *testing.T) {
 		`[{"name":"a","window":"1m"}]`:              `policy "a": limit is required`,
 		`[{"name":"a","limit":null,"window":"1m"}]`: `policy "a": limit is required`,
 		`[{"name":"a","limit":10,"window":"1m","tiers":{"pro":{"limit":null}},"tier":{"source":"header","header":"X"}}]`: `policy "a" tier "pro": limit is required`,
-		`[{"name":"a","limit":1.5,"window":"1m"}]`:  `policy 1: "limit" must be a whole number, not number 1.5`,
-		`[{"name":"a","limit":1e30,"window":"1m"}]`: `policy 1: "limit" is 1e30, more than any limit can be`,
+		`[{"name":"a","limit":1.5,"window":"1m"}]`:                                                                      `policy 1: "limit" must be a whole number, not number 1.5`,
+		`[{"name":"a","limit":1e30,"window":"1m"}]`:                                                                     `policy 1: "limit" is 1e30, more than any limit can be`,
+		`[{"name":"a","limit":1,"window":"1m","cost":-1e30}]`:                                                           `policy 1: "cost" is -1e30, less than any cost can be`,
 		`[{"name":"a","limit":1,"window":"1m","tiers":{"pro":{"limit":1e30}},"tier":{"source":"header","header":"X"}}]`: `"limit" is 1e30, more than any limit can be`,
 		`[{"name":"a","limit":1,"window":"1m","cost":"2"}]`:                                                             `policy 1: "cost" must be a whole number, not string`,
 	} {

@@ -59,7 +59,7 @@ type whole int64
 func (w *whole) UnmarshalJSON(b []byte) error {
 	n, err := strictjson.Whole(b)
 	switch {
-	case errors.Is(err, strictjson.ErrRange) && n > 0:
+	case errors.Is(err, strictjson.ErrRange):
 		return &json.UnmarshalTypeError{Value: string(b), Type: reflect.TypeFor[*beyond]()}
 	case err != nil:
 		return &json.UnmarshalTypeError{Value: literalKind(b), Type: reflect.TypeFor[int64]()}
@@ -313,7 +313,11 @@ func jsonProblem(err error) string {
 		if len(v) > 40 {
 			v = v[:40] + "…" // digits: no character is cut
 		}
-		return fmt.Sprintf("%q is %s, more than any %s can be", member, v, member)
+		than := "more"
+		if strings.HasPrefix(v, "-") {
+			than = "less"
+		}
+		return fmt.Sprintf("%q is %s, %s than any %s can be", member, v, than, member)
 	case errors.As(err, &typ) && typ.Field != "":
 		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Int64: "a whole number",
 			reflect.Bool: "true or false", reflect.Slice: "an array"}[typ.Type.Kind()]

@@ -176,11 +176,12 @@ var (
 )
 
 // Whole reads a JSON number literal whose value is a whole number,
-// in any of the forms JSON writes one (100, 1e2, 100.0, 1.00e2), within
-// int64 (the callers bound it further). It reads the literal's digits
+// in any of the forms JSON writes one (100, 1e2, 100.0, 1.00e2), from
+// -9223372036854775807 to 9223372036854775807 (the callers bound it
+// further). It reads the literal's digits
 // exactly, never as a float64: 1.0000000000000001, which a float64 would
 // round to 1, is not a whole number (ErrNotWhole). A whole number beyond
-// int64 (1e30) is ErrRange, with the int64 nearest it, so that a caller
+// those (1e30) is ErrRange, with the int64 nearest it, so that a caller
 // can tell "too large" from "not a number" and say so.
 func Whole(raw []byte) (int64, error) {
 	lit, neg := strings.CutPrefix(string(raw), "-")

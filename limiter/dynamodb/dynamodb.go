@@ -163,7 +163,7 @@ func (c Config) Validate() error {
 		bad("Table", "%q is no DynamoDB table name (3 to 255 of A-Z, a-z, 0-9, _, - and .) nor a table's ARN", c.Table)
 	}
 	if u := c.Endpoint; u != "" {
-		if parsed, err := url.Parse(u); err != nil || parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Host == "" {
+		if parsed, err := url.Parse(u); err != nil || parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Hostname() == "" {
 			bad("Endpoint", "%q is not an http:// or https:// URL with a host", u)
 		}
 	}
