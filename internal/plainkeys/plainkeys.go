@@ -6,37 +6,47 @@
 // within one configuration; a program that builds two (two httpapi.Limit
 // calls, a Middleware and a Limiter) on one store is caught here, where
 // the second is built, rather than by its clients.
+//
+// A store is told by its identity, so only a store that is a pointer (as
+// this module's are) is tracked, and it is held weakly: a store nothing
+// else holds is collected, and its entry with it.
 package plainkeys
 
 import (
 	"fmt"
 	"reflect"
 	"sync"
+	"weak"
 )
 
 var (
 	mu sync.Mutex
 	// by store: the name of the policy that counts on it without a
-	// namespace. A store's entry stays for as long as the process: one
-	// string a store, and a store lives as long as its program, mostly.
-	claims = map[any]string{}
+	// namespace.
+	claims = map[weak.Pointer[byte]]string{}
 )
 
 // Claim records that policy counts on store under plain client keys, and
 // fails when another policy already does. The same policy again (a second
-// route guarded by it) is no conflict. A store whose type cannot be told
-// apart by identity (not comparable) is not tracked.
+// route guarded by it) is no conflict.
 func Claim(store any, policy string) error {
-	if store == nil || !reflect.TypeOf(store).Comparable() {
-		return nil
+	v := reflect.ValueOf(store)
+	if store == nil || v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem().Size() == 0 {
+		return nil // not told apart by identity (zero-size values may share an address)
 	}
+	key := weak.Make((*byte)(v.UnsafePointer()))
 	mu.Lock()
 	defer mu.Unlock()
-	switch had, ok := claims[store]; {
+	for k := range claims {
+		if k.Value() == nil {
+			delete(claims, k) // its store was collected
+		}
+	}
+	switch had, ok := claims[key]; {
 	case !ok:
-		claims[store] = policy
+		claims[key] = policy
 	case had != policy:
-		return fmt.Errorf("policy %q counts under the client key alone on a store where policy %q already does: their counters would be one; give one of them a Namespace", policy, had)
+		return fmt.Errorf("policy %q counts under the client key alone on a store where policy %q already does (a Middleware, Limit or Limiter of this process): their counters would be one; give one of them a Namespace (a renamed policy too: its new name would count in the old one's counters)", policy, had)
 	}
 	return nil
 }

@@ -1,15 +1,20 @@
 package plainkeys_test
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ft251/ratelimit/internal/plainkeys"
 )
 
 type store struct{ n int }
 
-type unhashable struct{ m map[string]int }
+type hidden struct {
+	any
+	hist []string
+}
 
 func TestClaim(t *testing.T) {
 	a, b := &store{}, &store{}
@@ -25,7 +30,36 @@ func TestClaim(t *testing.T) {
 	if err := plainkeys.Claim(b, "daily"); err != nil {
 		t.Errorf("another store: %v", err)
 	}
-	if err := plainkeys.Claim(unhashable{}, "x"); err != nil {
-		t.Errorf("a store that cannot be told apart: %v", err)
+	// A store that is no pointer is not told apart, and never a panic:
+	// a comparable type holding a slice used to be a map key, and panic.
+	if err := plainkeys.Claim(hidden{any: &store{}}, "x"); err != nil {
+		t.Errorf("a store that is a value: %v", err)
+	}
+	runtime.KeepAlive(a)
+}
+
+// TestAStoreIsHeldWeakly: a store the program has let go is collected,
+// its claim with it; a claim held it, and all it counted, for good.
+func TestAStoreIsHeldWeakly(t *testing.T) {
+	collected := make(chan struct{}, 100)
+	for range 100 {
+		s := &store{n: 1}
+		runtime.AddCleanup(s, func(struct{}) { collected <- struct{}{} }, struct{}{})
+		if err := plainkeys.Claim(s, "p"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Cleanups run after a collection, on a goroutine of their own.
+	n := 0
+	for try := 0; try < 200 && n < 100; try++ {
+		runtime.GC()
+		select {
+		case <-collected:
+			n++
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n < 90 {
+		t.Errorf("%d of 100 stores let go were collected, want them all (a few may be late)", n)
 	}
 }

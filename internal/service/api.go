@@ -124,9 +124,6 @@ type route struct {
 // one error: those Middleware refuses, and a route it does not serve.
 func New(opts Options) (*API, error) {
 	e, err := newEngine(opts)
-	if err == nil {
-		err = claimPlainKeys(e.opts)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
@@ -147,6 +144,10 @@ func New(opts Options) (*API, error) {
 		default:
 			return nil, fmt.Errorf("service: unknown route %q", name)
 		}
+	}
+	// Last: a New that fails leaves no claim behind.
+	if err := claimPlainKeys(e.opts); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
 	}
 	return a, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ft251/ratelimit/internal/service"
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/memory"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -429,5 +430,21 @@ func TestAClockLeftUnsetIsTheServersFault(t *testing.T) {
 		if strings.Contains(line, `"fault"`) || !strings.Contains(line, `"level":"ERROR"`) {
 			t.Errorf("a wrong clock's line: %s\nwant it at ERROR, with no fault class", line)
 		}
+	}
+}
+
+// TestAFailedNewLeavesNoClaim: a New that fails (an unknown route) leaves
+// nothing behind on its store: a New corrected with another policy
+// without a namespace is not refused as sharing the first one's counters.
+func TestAFailedNewLeavesNoClaim(t *testing.T) {
+	store := memory.New()
+	rule := func(name string) []limiter.Rule {
+		return []limiter.Rule{{Policy: limiter.Policy{Name: name, Limit: 1, Window: time.Minute}, Routes: []string{"/ping"}}}
+	}
+	if _, err := service.New(service.Options{Store: store, Rules: rule("a"), Routes: []string{"/bogus"}}); err == nil {
+		t.Fatal("an unknown route: accepted")
+	}
+	if _, err := service.New(service.Options{Store: store, Rules: rule("b")}); err != nil {
+		t.Errorf("New corrected, with policy b: %v", err)
 	}
 }
