@@ -90,6 +90,10 @@ func (t *tables) count(c limiter.Charge, now time.Time) int64 {
 	// Costs are at most limiter.MaxLimit and the count at most CountCap,
 	// so the sum cannot overflow before it is capped.
 	n.longest = max(n.longest, decide.WindowSeconds(c.Policy))
+	if t.longest == nil {
+		t.longest = map[string]int64{}
+	}
+	t.longest[c.Policy.Namespace] = max(t.longest[c.Policy.Namespace], decide.WindowSeconds(c.Policy))
 	n.count = min(n.count+decide.Units(c), decide.CountCap)
 	t.windows[w] = n
 	return n.count

@@ -16,14 +16,17 @@
 // Nothing outlives the process, or Close: a restart starts every key
 // fresh, and forgets every override and audit record. Until then the store
 // forgets by itself what can no longer matter, as Prune deletes it from
-// the other stores: at most once a minute of its decisions' clock, a
-// decision sweeps the counters whose window ended a window ago, their
-// audit records and the GCRA buckets that have drained. It holds what
-// its keys counted in the last two lengths of each window (a day's
-// requests for a daily policy), not every request it decided. A sweep
-// walks all of it, holding the store's mutex: about 0.2 s for a million
-// counters. Prune is there too, for a caller that wants the audit records
-// gone sooner.
+// the other stores: at most once a minute of its decisions' clock (the
+// earliest of the last three decisions' instants, so that one or two far
+// ahead forget nothing live), and once an eighth as many decisions as it
+// holds counters have been made, a decision sweeps the counters whose
+// window ended a window ago (the longest window counted in their
+// namespace), their audit records and the GCRA buckets that have drained.
+// It holds what its keys counted in the last two lengths of each window
+// (a day's requests for a daily policy), not every request it decided. A
+// sweep walks all of it, holding the store's mutex: about 0.2 s for a
+// million counters, once per 125,000 decisions or more. Prune is there
+// too, for a caller that wants the audit records gone sooner.
 //
 // It decides as the other stores of this module do, from the same
 // arithmetic (the fixed window, the sliding window, GCRA; costs, shadows

@@ -40,3 +40,13 @@ func Held(s *Store) (windows, buckets, audit int) {
 	}
 	return len(s.t.windows), len(s.t.buckets), len(s.t.audit)
 }
+
+// Sweeps is how many times s has swept.
+func Sweeps(s *Store) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.t == nil {
+		return 0
+	}
+	return s.t.sweeps
+}

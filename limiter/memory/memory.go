@@ -24,15 +24,25 @@ var _ limiter.Store = (*Store)(nil)
 // are, so that each operation finds its rows as that one does: by the
 // policy's store key (decide.StoreKey) and window.
 type tables struct {
-	windows   map[window]counter
+	windows map[window]counter
+	// longest is, by namespace, the longest window of the policies that
+	// counted in it: sweep keeps each counter of the namespace that long
+	// (policies that share a namespace, which a Limiter refuses and a
+	// store takes, count in each other's counters, as in a SQLite file
+	// that nobody prunes).
+	longest   map[string]int64
 	buckets   map[string]bucket
 	overrides map[string]limiter.Override
 	// audit are the audit records, in the order they were made.
 	audit []record
 	// swept is when, on the decisions' clock (Unix seconds), the store
-	// last forgot what could no longer matter (sweep); prev is the
-	// instant of the decision before the last (maybeSweep).
-	swept, prev int64
+	// last forgot what could no longer matter (sweep); recent are the
+	// instants of the last decisions, decided how many there were, and
+	// since how many since the sweep (maybeSweep).
+	swept          int64
+	recent         [3]int64
+	decided, since int
+	sweeps         int // how many, for the tests
 }
 
 // window names a window's counter: its policy's store key, and its start

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
@@ -15,24 +16,29 @@ import (
 const sweepEvery = 60
 
 // maybeSweep sweeps, after a decision at now (Unix seconds), when the
-// decisions' clock has moved on a minute since the last sweep. The
-// instants are the callers' (Request.At, a clock that steps), so it goes
-// by the earlier of this decision's and the one before's: one decision
-// hours ahead does not forget the live counters of every other key (two
-// in a row must say the time has come). A clock that steps back a minute
-// or more starts the sweeps again from where it is, rather than stopping
-// them until it is back.
+// decisions' clock has moved on a minute since the last sweep, and enough
+// decisions have been made since that the walk costs each of them little
+// (at least 64, and an eighth of the counters held). The instants are the
+// callers' (Request.At, a clock that steps), so the clock is the earliest
+// of the last three decisions': one or two decisions hours ahead do not
+// forget the live counters of every other key. A clock that steps back
+// sweeps from where it is (which forgets less), rather than waiting for
+// it to be back.
 func (t *tables) maybeSweep(now int64) {
-	at := min(now, t.prev)
-	t.prev = now
+	t.recent[t.decided%len(t.recent)] = now
+	t.decided++
+	t.since++
+	at := now
+	for _, r := range t.recent[:min(t.decided, len(t.recent))] {
+		at = min(at, r)
+	}
 	switch {
 	case t.swept == 0:
-		t.swept = now // the first decision: nothing to forget yet
-	case now < t.swept-sweepEvery:
-		t.swept = now
-	case at >= t.swept+sweepEvery:
+		t.swept = at // the first decision: nothing to forget yet
+	case t.since < 64+len(t.windows)/8:
+	case at >= t.swept+sweepEvery || at < t.swept-sweepEvery:
 		t.sweep(at)
-		t.swept = at
+		t.swept, t.since = at, 0
 	}
 }
 
@@ -43,8 +49,13 @@ func (t *tables) maybeSweep(now int64) {
 // but a test of its own; kept until Prune with no retention, they were
 // most of what it held (about 140 bytes an allowed request).
 func (t *tables) sweep(now int64) {
+	t.sweeps++
 	for w, c := range t.windows {
-		if w.start+2*c.longest < now {
+		ns, _, cut := strings.Cut(w.key, "\x1f") // decide.StoreKey's separator
+		if !cut {
+			ns = ""
+		}
+		if w.start+2*max(c.longest, t.longest[ns]) < now {
 			delete(t.windows, w)
 		}
 	}
