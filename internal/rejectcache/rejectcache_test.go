@@ -13,6 +13,7 @@ import (
 	"github.com/ft251/ratelimit/internal/sqlitetest"
 	"github.com/ft251/ratelimit/internal/storetest"
 	"github.com/ft251/ratelimit/limiter"
+	"github.com/ft251/ratelimit/limiter/memory"
 	"github.com/ft251/ratelimit/limiter/sqlite"
 )
 
@@ -419,5 +420,67 @@ func TestACheaperPassOnItsWayForgetsTheDenial(t *testing.T) {
 	wait := o.Decisions[0].ResetAfter
 	if back := try(time.Second+wait, 2); !back.Allowed {
 		t.Errorf("a cost of 2 told at 1 s to wait %v (from memory %v), back then: %+v, want allowed", wait, o.FromMemory, back.Decisions[0].Decision)
+	}
+}
+
+// heldByID holds each attempt named in decided after the store decided
+// it, until its release: answers that come back in another order than
+// the store decided them.
+type heldByID struct {
+	limiter.Store
+	decided, release map[string]chan struct{}
+}
+
+func (s *heldByID) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, error) {
+	o, err := s.Store.Allow(ctx, a)
+	if ch, ok := s.decided[a.RequestID]; ok {
+		ch <- struct{}{}
+		<-s.release[a.RequestID]
+	}
+	return o, err
+}
+
+// TestPassesAnsweredOutOfOrder is the tester's second race: the store
+// decides a pass P1, a denial D, a pass P2, and their answers come back
+// P2, P1, D. D was decided before P2 and is not remembered. It used to be:
+// the slot kept P1, the last to come back, which was before D.
+func TestPassesAnsweredOutOfOrder(t *testing.T) {
+	p := limiter.Policy{Name: "tokens", Limit: 6, Window: 6 * time.Second, Namespace: "tokens", Algorithm: limiter.GCRA}
+	ids := []string{"P1", "D", "P2"}
+	st := &heldByID{Store: memory.New(), decided: map[string]chan struct{}{}, release: map[string]chan struct{}{}}
+	for _, id := range ids {
+		st.decided[id], st.release[id] = make(chan struct{}), make(chan struct{})
+	}
+	c := rejectcache.New(st, 0)
+	try := func(id string, at time.Duration, cost int64) decide.Outcome {
+		a := storetest.One(p, "k", t0.Add(at), "", id)
+		a.Charges[0].Cost = cost
+		o, err := allow(context.Background(), c, a)
+		if err != nil {
+			t.Error(err)
+		}
+		return o
+	}
+	try("first", 0, 4)
+	res := map[string]chan decide.Outcome{}
+	for _, id := range ids {
+		res[id] = make(chan decide.Outcome, 1)
+		cost := map[bool]int64{true: 4, false: 1}[id == "D"]
+		go func() { res[id] <- try(id, 500*time.Millisecond, cost) }()
+		<-st.decided[id]
+	}
+	for _, id := range []string{"P2", "P1", "D"} {
+		close(st.release[id])
+		if o := <-res[id]; (id == "D") == o.Allowed {
+			t.Fatalf("%s: allowed %v", id, o.Allowed)
+		}
+	}
+	o := try("x", time.Second, 4)
+	if o.Allowed {
+		return
+	}
+	wait := o.Decisions[0].ResetAfter
+	if back := try("y", time.Second+wait, 4); !back.Allowed {
+		t.Errorf("told at 1 s to wait %v (from memory %v), back then: denied", wait, o.FromMemory)
 	}
 }
