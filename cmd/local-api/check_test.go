@@ -38,6 +38,9 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "dangling")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(filepath.Join(dir, "loop"), filepath.Join(dir, "loop")); err != nil {
+		t.Fatal(err)
+	}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +51,8 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 		{"DB_PATH", filepath.Join(dir, "no", "a", "x.db")}:  "DB_PATH: " + filepath.Join(dir, "no") + " does not exist",
 		{"DB_PATH", filepath.Join(file, "data", "x.db")}:    "DB_PATH: a file stands where a directory of " + filepath.Join(file, "data") + " belongs",
 		{"DB_PATH", filepath.Join(dir, "dangling", "x.db")}: "DB_PATH: " + filepath.Join(dir, "dangling") + " is a symbolic link to nothing",
+		{"DB_PATH", filepath.Join(dir, "db", "x.db") + "/"}: "ends in a slash",
+		{"DB_PATH", filepath.Join(dir, "loop", "x.db")}:     "DB_PATH: " + filepath.Join(dir, "loop") + " is a loop of symbolic links",
 		{"ADDR", "192.0.2.1:3907"}:                          "ADDR: cannot listen on 192.0.2.1:3907",
 	} {
 		vars := map[string]string{"DB_PATH": filepath.Join(dir, "db", "x.db"), env[0]: env[1]}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,13 +58,21 @@ func listenable(host string) bool {
 // above it, a missing parent, a symbolic link to nothing, a directory this
 // process may not search. Nothing is made here.
 func dbDirProblem(path string) error {
+	if strings.HasSuffix(path, "/") {
+		// The server would make a directory of the database's name.
+		return fmt.Errorf("DB_PATH: %s ends in a slash: it names a file, the database", path)
+	}
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	switch {
 	case err == nil && !fi.IsDir():
 		return fmt.Errorf("DB_PATH: %s is a file, not a directory", dir)
+	case err == nil && syscall.Access(dir, 2 /* W_OK */) != nil:
+		return fmt.Errorf("DB_PATH: %s is not writable by this user: the database and its journal are made there", dir)
 	case err == nil:
 		return nil
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("DB_PATH: %s is a loop of symbolic links", dir)
 	case errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("DB_PATH: a file stands where a directory of %s belongs", dir)
 	case errors.Is(err, fs.ErrPermission):
@@ -77,6 +86,9 @@ func dbDirProblem(path string) error {
 	parent := filepath.Dir(dir)
 	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
 		return fmt.Errorf("DB_PATH: %s does not exist: the server makes the database's own directory (%s), not those above it", parent, filepath.Base(dir))
+	}
+	if syscall.Access(parent, 2 /* W_OK */) != nil {
+		return fmt.Errorf("DB_PATH: %s is not writable by this user: the server would make %s there", parent, filepath.Base(dir))
 	}
 	return nil
 }
