@@ -89,7 +89,6 @@ func (t *tables) count(c limiter.Charge, now time.Time) int64 {
 	}
 	// Costs are at most limiter.MaxLimit and the count at most CountCap,
 	// so the sum cannot overflow before it is capped.
-	n.longest = max(n.longest, decide.WindowSeconds(c.Policy))
 	if t.longest == nil {
 		t.longest = map[string]int64{}
 	}

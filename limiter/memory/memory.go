@@ -54,11 +54,9 @@ type window struct {
 
 // counter is one window's count, and the length of the window it counts,
 // so that Prune honours each policy's own window (as a row keeps the one
-// it was inserted with); longest is the longest window that counted in it,
-// which sweep waits for: policies that share counters, which a Limiter
-// refuses and a store takes, may count in one with windows of two lengths.
+// it was inserted with).
 type counter struct {
-	count, seconds, longest int64
+	count, seconds int64
 }
 
 // bucket is a GCRA bucket: its TAT in Unix nanoseconds, one instant on the

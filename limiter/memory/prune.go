@@ -43,19 +43,20 @@ func (t *tables) maybeSweep(now int64) {
 }
 
 // sweep forgets, at now (Unix seconds), the counters whose window ended
-// more than one window length before now (the longest that counted in
-// each) and the audit records of those windows, as Prune deletes
-// counters, and the GCRA buckets that have drained, as Prune does. Nothing reads the audit records of this store
-// but a test of its own; kept until Prune with no retention, they were
-// most of what it held (about 140 bytes an allowed request).
+// more than one window length before now (the longest window counted in
+// their namespace), the audit records of those windows, and the GCRA
+// buckets that have drained, as Prune deletes them. Nothing reads the
+// audit records of this store but a test of its own; kept until Prune
+// with no retention, they were most of what it held (about 140 bytes an
+// allowed request).
 func (t *tables) sweep(now int64) {
 	t.sweeps++
-	for w, c := range t.windows {
+	for w := range t.windows {
 		ns, _, cut := strings.Cut(w.key, "\x1f") // decide.StoreKey's separator
 		if !cut {
 			ns = ""
 		}
-		if w.start+2*max(c.longest, t.longest[ns]) < now {
+		if w.start+2*t.longest[ns] < now {
 			delete(t.windows, w)
 		}
 	}
