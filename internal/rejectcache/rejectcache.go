@@ -77,24 +77,26 @@ func slotOf(sig string) int {
 	return int(h.Sum32() % passSlots)
 }
 
-// later reports whether the store decided a after b, two attempts of one
-// signature that it let through: in some charge, a's count (its own
-// included) in the same window is higher, or its window later, or the
-// GCRA bucket it left later.
-func later(a, b decide.Outcome) bool {
-	if len(a.Decisions) != len(b.Decisions) {
-		return true
+// after reports whether the store decided q, an attempt it let through,
+// after it read the counts d was decided from (two attempts of one
+// signature): in some charge, q's count (its own included) in the same
+// window is higher than d's, or its window later, or the GCRA bucket it
+// left later than d's was as d read it. A stale denial is one a pass came
+// after; of two passes, the later is the one that came after the other.
+func after(q, d decide.Outcome) bool {
+	if len(q.Decisions) != len(d.Decisions) {
+		return false
 	}
-	for i, d := range a.Decisions {
-		e := b.Decisions[i]
+	for i, e := range d.Decisions {
+		qd := q.Decisions[i]
 		switch {
-		case d.Policy.Algorithm == limiter.GCRA:
-			if d.TAT.After(e.TAT) {
+		case e.Policy.Algorithm == limiter.GCRA:
+			if qd.TAT.After(e.State().TAT) {
 				return true
 			}
-		case d.WindowStart.After(e.WindowStart):
+		case qd.WindowStart.After(e.WindowStart):
 			return true
-		case d.WindowStart.Equal(e.WindowStart) && d.State().Cur > e.State().Cur:
+		case qd.WindowStart.Equal(e.WindowStart) && qd.State().Cur > e.State().Cur:
 			return true
 		}
 	}
@@ -109,29 +111,11 @@ type pass struct {
 }
 
 // since reports whether the pass, of signature sig, came after the
-// counts that denied denied were read: a denial decided before a cheaper
-// attempt passed tells a wait too short for the counts as they are. A
-// window's count (the attempt's own included) is then lower than the
-// pass's in the same window; a GCRA bucket's TAT, as read, earlier than
-// the pass left it.
+// counts that denied was decided from were read (after): a denial decided
+// before a cheaper attempt passed tells a wait too short for the counts
+// as they are.
 func (p pass) since(sig string, denied decide.Outcome) bool {
-	if p.sig != sig || len(p.o.Decisions) != len(denied.Decisions) {
-		return false
-	}
-	for i, d := range denied.Decisions {
-		q := p.o.Decisions[i]
-		switch {
-		case d.Policy.Algorithm == limiter.GCRA:
-			if q.TAT.After(d.State().TAT) {
-				return true
-			}
-		case q.WindowStart.After(d.WindowStart):
-			return true
-		case q.WindowStart.Equal(d.WindowStart) && q.State().Cur > d.State().Cur:
-			return true
-		}
-	}
-	return false
+	return p.sig == sig && after(p.o, denied)
 }
 
 // MaxRemembered bounds how long a Cache answers from one denial: an
@@ -208,7 +192,7 @@ func (c *Cache) Allow(ctx context.Context, a limiter.Attempt) (limiter.Outcome, 
 			}
 			// The latest the store decided, not the last to come back:
 			// answers may come back out of order.
-			if q := c.passes[slot]; q.sig != sig || later(p.o, q.o) {
+			if q := c.passes[slot]; q.sig != sig || after(p.o, q.o) {
 				c.passes[slot] = p
 			}
 		}
