@@ -159,6 +159,20 @@ func allow(ctx context.Context, c *rejectcache.Cache, a limiter.Attempt) (decide
 	return *whole, nil
 }
 
+// attemptAt is c's whole outcome for key "k" under p at t0+at, at cost,
+// with request id id; an error fails t with t.Error, which another
+// goroutine may call.
+func attemptAt(t *testing.T, c *rejectcache.Cache, p limiter.Policy, id string, at time.Duration, cost int64) decide.Outcome {
+	t.Helper()
+	a := storetest.One(p, "k", t0.Add(at), "", id)
+	a.Charges[0].Cost = cost
+	o, err := allow(context.Background(), c, a)
+	if err != nil {
+		t.Error(err)
+	}
+	return o
+}
+
 // wholeSeconds rounds d up to whole seconds, as waits are told.
 func wholeSeconds(d time.Duration) time.Duration { return (d + time.Second - 1).Truncate(time.Second) }
 
@@ -308,17 +322,7 @@ func TestACheaperRequestThatPassesIsNotForgotten(t *testing.T) {
 	store := sqlitetest.Open(t, sqlite.Config{})
 	c := rejectcache.New(store, 0)
 	p := limiter.Policy{Name: "tokens", Limit: 3, Window: 6 * time.Second, Namespace: "tokens", Algorithm: limiter.GCRA}
-	ctx := context.Background()
-	try := func(at time.Duration, cost int64) decide.Outcome {
-		t.Helper()
-		a := storetest.One(p, "k", t0.Add(at), "", "")
-		a.Charges[0].Cost = cost
-		o, err := allow(ctx, c, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
-	}
+	try := func(at time.Duration, cost int64) decide.Outcome { return attemptAt(t, c, p, "", at, cost) }
 	if o := try(0, 3); !o.Allowed {
 		t.Fatalf("the first cost of 3: %+v, want allowed", o)
 	}
@@ -389,17 +393,7 @@ func TestACheaperPassOnItsWayForgetsTheDenial(t *testing.T) {
 	gate := &gatedStore{Store: sqlitetest.Open(t, sqlite.Config{}), arrived: make(chan struct{}), open: make(chan struct{})}
 	c := rejectcache.New(gate, 0)
 	p := limiter.Policy{Name: "tokens", Limit: 3, Window: 6 * time.Second, Namespace: "tokens", Algorithm: limiter.GCRA}
-	ctx := context.Background()
-	try := func(at time.Duration, cost int64) decide.Outcome {
-		t.Helper()
-		a := storetest.One(p, "k", t0.Add(at), "", "")
-		a.Charges[0].Cost = cost
-		o, err := allow(ctx, c, a)
-		if err != nil {
-			t.Error(err)
-		}
-		return o
-	}
+	try := func(at time.Duration, cost int64) decide.Outcome { return attemptAt(t, c, p, "", at, cost) }
 	if o := try(0, 2); !o.Allowed {
 		t.Fatalf("a cost of 2 at 0: %+v, want allowed", o)
 	}
@@ -452,15 +446,7 @@ func TestPassesAnsweredOutOfOrder(t *testing.T) {
 		st.decided[id], st.release[id] = make(chan struct{}), make(chan struct{})
 	}
 	c := rejectcache.New(st, 0)
-	try := func(id string, at time.Duration, cost int64) decide.Outcome {
-		a := storetest.One(p, "k", t0.Add(at), "", id)
-		a.Charges[0].Cost = cost
-		o, err := allow(context.Background(), c, a)
-		if err != nil {
-			t.Error(err)
-		}
-		return o
-	}
+	try := func(id string, at time.Duration, cost int64) decide.Outcome { return attemptAt(t, c, p, id, at, cost) }
 	try("first", 0, 4)
 	res := map[string]chan decide.Outcome{}
 	for _, id := range ids {
