@@ -86,17 +86,25 @@ func read(status int, header http.Header, body []byte) seen {
 	return r
 }
 
-// TestExampleInHTTPTest drives the guarded handler as a unit.
-func TestExampleInHTTPTest(t *testing.T) {
+// newShop is the shop guarded as main guards it, on a file of its own,
+// closed when t ends.
+func newShop(t *testing.T) (*sqlite.Store, http.Handler) {
+	t.Helper()
 	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "orders.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	h, err := guard(store)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store, h
+}
+
+// TestExampleInHTTPTest drives the guarded handler as a unit.
+func TestExampleInHTTPTest(t *testing.T) {
+	_, h := newShop(t)
 	script(t, func(t *testing.T, method, path, user string) seen {
 		r := httptest.NewRequest(method, path, strings.NewReader("{}"))
 		if user != "" {
@@ -113,15 +121,7 @@ func TestExampleInHTTPTest(t *testing.T) {
 // the counters a window after their window, the audit rows after
 // auditRetention.
 func TestPruneKeepsTheFileFromGrowing(t *testing.T) {
-	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "orders.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	h, err := guard(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, h := newShop(t)
 	clearOfEdges()
 	for _, path := range []string{"/orders/1", "/orders"} {
 		method := map[string]string{"/orders/1": "GET", "/orders": "POST"}[path]
