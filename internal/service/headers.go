@@ -64,15 +64,14 @@ func requestsLeft(d *limiter.Decision) int64 { return d.Remaining / max(d.Cost, 
 // back then is never early (a truncated now, 0.6 s into its second, made
 // it 0.6 s early).
 func resetAt(now time.Time, d *limiter.Decision) int64 {
-	at := now.Add(d.ResetAfter)
-	fixed := d.Policy.Algorithm != limiter.Sliding && d.Policy.Algorithm != limiter.GCRA
-	if d.Policy.Algorithm == limiter.Sliding && d.Allowed && d.Remaining >= max(d.Cost, 1) && !d.Reset.IsZero() {
+	switch at := now.Add(d.ResetAfter); {
+	case d.Policy.Algorithm == limiter.Sliding && d.Allowed && d.Remaining >= max(d.Cost, 1) && !d.Reset.IsZero():
 		return d.Reset.Unix() // its wait is the window's end (decide.Usage)
+	case d.Policy.Algorithm != limiter.Sliding && d.Policy.Algorithm != limiter.GCRA, at.Nanosecond() == 0:
+		return at.Unix() // a fixed window's end, or a whole second
+	default:
+		return at.Unix() + 1
 	}
-	if fixed || at.Nanosecond() == 0 {
-		return at.Unix()
-	}
-	return at.Unix() + 1
 }
 
 // rateLimitFields are the names setRateLimitHeaders writes, in its order,
