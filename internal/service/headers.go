@@ -12,7 +12,7 @@ import (
 // setRateLimitHeaders writes the draft-ietf-httpapi-ratelimit-headers-11
 // fields, one list member per policy, and their widely used X-RateLimit
 // predecessors, which hold one policy: the enforced one with the fewest
-// requests of this one's cost left (the longest wait among equals), its
+// requests of this one's cost left (the latest reset among equals), its
 // reset rounded up to whole seconds (resetAt). For each policy, q is its
 // limit (the tier's in force, or an override's, if the key has one) and w
 // its window, r what is
@@ -24,6 +24,7 @@ func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
 	// quoting): every decided request writes these.
 	var policies, limits []byte
 	var tightest *limiter.Decision
+	var tightestAt int64
 	for i := range ds {
 		d := &ds[i]
 		if i > 0 {
@@ -35,17 +36,22 @@ func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
 		limits = strconv.AppendQuote(limits, d.Policy.Name)
 		limits = strconv.AppendInt(append(limits, ";r="...), d.Remaining, 10)
 		limits = strconv.AppendInt(append(limits, ";t="...), int64(d.ResetAfter/time.Second), 10)
+		// Ties go to the later reset as sent (resetAt), not the longer
+		// ResetAfter: two waits that round to the same seconds may end
+		// half a second apart, a fixed window's on the second, a GCRA
+		// bucket's after it.
+		at := resetAt(now, d)
 		if tightest == nil || tightest.Policy.Shadow && !d.Policy.Shadow ||
 			tightest.Policy.Shadow == d.Policy.Shadow && (requestsLeft(d) < requestsLeft(tightest) ||
-				requestsLeft(d) == requestsLeft(tightest) && d.ResetAfter > tightest.ResetAfter) {
-			tightest = d
+				requestsLeft(d) == requestsLeft(tightest) && at > tightestAt) {
+			tightest, tightestAt = d, at
 		}
 	}
 	vals := []string{
 		string(policies), string(limits),
 		strconv.FormatInt(tightest.Policy.Limit, 10),
 		strconv.FormatInt(tightest.Remaining, 10),
-		strconv.FormatInt(resetAt(now, tightest), 10),
+		strconv.FormatInt(tightestAt, 10),
 	}
 	for i, name := range rateLimitFields {
 		h[name] = vals[i : i+1 : i+1] // as h.Set, the names being canonical already
