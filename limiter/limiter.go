@@ -91,7 +91,7 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 		err = errors.Join(err, typednil.Missing("store", l.Store))
 		for _, p := range l.Policies {
 			if err == nil && p.Namespace == "" {
-				err = plainkeys.Claim(l.Store, p.Name)
+				err = plainkeys.Claim(l.Store, p.Name, p)
 			}
 		}
 		if err != nil {

@@ -21,15 +21,21 @@ import (
 
 var (
 	mu sync.Mutex
-	// by store: the name of the policy that counts on it without a
-	// namespace.
-	claims = map[weak.Pointer[byte]]string{}
+	// by store: the policy that counts on it without a namespace.
+	claims = map[weak.Pointer[byte]]claim{}
 )
 
-// Claim records that policy counts on store under plain client keys, and
-// fails when another policy already does. The same policy again (a second
-// route guarded by it) is no conflict.
-func Claim(store any, policy string) error {
+// A claim is a policy's name and its settings, as %+v writes them (the
+// settings say whether a policy of the same name is the same policy).
+type claim struct{ name, settings string }
+
+// Claim records that policy, named name, counts on store under plain
+// client keys, and fails when another policy already does: one of another
+// name, or of the same name with other settings (another limit, window or
+// algorithm, counting in the same counters). The same policy again (a
+// second route guarded by it) is no conflict. policy is compared as %+v
+// writes it: an algorithm by its String, no tiers and an empty map alike.
+func Claim(store any, name string, policy any) error {
 	v := reflect.ValueOf(store)
 	if store == nil || v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem().Size() == 0 {
 		return nil // not told apart by identity (zero-size values may share an address)
@@ -42,11 +48,14 @@ func Claim(store any, policy string) error {
 			delete(claims, k) // its store was collected
 		}
 	}
+	c := claim{name, fmt.Sprintf("%+v", policy)}
 	switch had, ok := claims[key]; {
 	case !ok:
-		claims[key] = policy
-	case had != policy:
-		return fmt.Errorf("policy %q counts under the client key alone on a store where policy %q already does (a Middleware, Limit or Limiter of this process): their counters would be one; give one of them a Namespace (a renamed policy too: its new name would count in the old one's counters)", policy, had)
+		claims[key] = c
+	case had.name != name:
+		return fmt.Errorf("policy %q counts under the client key alone on a store where policy %q already does (a Middleware, Limit or Limiter of this process): their counters would be one; give one of them a Namespace (a renamed policy too: its new name would count in the old one's counters)", name, had.name)
+	case had.settings != c.settings:
+		return fmt.Errorf("policy %q counts under the client key alone on a store where another policy %q already does (a Middleware, Limit or Limiter of this process), %s against %s: their counters would be one; give one of them a Namespace", name, had.name, c.settings, had.settings)
 	}
 	return nil
 }

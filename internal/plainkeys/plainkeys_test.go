@@ -9,7 +9,13 @@ import (
 	"github.com/ft251/ratelimit/internal/plainkeys"
 )
 
-type store struct{ n int }
+// store holds a pointer, as every store does: Go's tiny allocator packs
+// small values without pointers into one block with others (a claim's
+// settings string among them), and a block lives while any of them does.
+type store struct {
+	n    int
+	name *string
+}
 
 type hidden struct {
 	any
@@ -18,21 +24,24 @@ type hidden struct {
 
 func TestClaim(t *testing.T) {
 	a, b := &store{}, &store{}
-	if err := plainkeys.Claim(a, "ping"); err != nil {
+	if err := plainkeys.Claim(a, "ping", "1/s"); err != nil {
 		t.Fatal(err)
 	}
-	if err := plainkeys.Claim(a, "ping"); err != nil {
+	if err := plainkeys.Claim(a, "ping", "1/s"); err != nil {
 		t.Errorf("the same policy again: %v", err)
 	}
-	if err := plainkeys.Claim(a, "daily"); err == nil || !strings.Contains(err.Error(), `policy "daily" counts under the client key alone on a store where policy "ping" already does`) {
+	if err := plainkeys.Claim(a, "daily", "1/s"); err == nil || !strings.Contains(err.Error(), `policy "daily" counts under the client key alone on a store where policy "ping" already does`) {
 		t.Errorf("another policy on the store: %v", err)
 	}
-	if err := plainkeys.Claim(b, "daily"); err != nil {
+	if err := plainkeys.Claim(a, "ping", "2/s"); err == nil || !strings.Contains(err.Error(), `policy "ping" counts under the client key alone on a store where another policy "ping" already does (a Middleware, Limit or Limiter of this process), 2/s against 1/s`) {
+		t.Errorf("the same name with other settings: %v", err)
+	}
+	if err := plainkeys.Claim(b, "daily", "1/s"); err != nil {
 		t.Errorf("another store: %v", err)
 	}
 	// A store that is no pointer is not told apart, and never a panic:
 	// a comparable type holding a slice used to be a map key, and panic.
-	if err := plainkeys.Claim(hidden{any: &store{}}, "x"); err != nil {
+	if err := plainkeys.Claim(hidden{any: &store{}}, "x", "1/s"); err != nil {
 		t.Errorf("a store that is a value: %v", err)
 	}
 	runtime.KeepAlive(a)
@@ -45,7 +54,7 @@ func TestAStoreIsHeldWeakly(t *testing.T) {
 	for range 100 {
 		s := &store{n: 1}
 		runtime.AddCleanup(s, func(struct{}) { collected <- struct{}{} }, struct{}{})
-		if err := plainkeys.Claim(s, "p"); err != nil {
+		if err := plainkeys.Claim(s, "p", "1/s"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -207,7 +207,7 @@ func newEngine(opts Options) (*engine, error) {
 func claimPlainKeys(opts Options) error {
 	for _, r := range opts.Rules {
 		if r.Policy.Namespace == "" {
-			if err := plainkeys.Claim(opts.Store, r.Policy.Name); err != nil {
+			if err := plainkeys.Claim(opts.Store, r.Policy.Name, r.Policy); err != nil {
 				return err
 			}
 		}

@@ -83,6 +83,19 @@ func TestTwoPoliciesCannotShareAStoresPlainKeys(t *testing.T) {
 	if _, err := httpapi.Limit(store, search, httpapi.ByHeader("X-API-Key")); err != nil {
 		t.Errorf("the same policy again: %v", err)
 	}
+	// A policy of the same name with another limit or window is another
+	// policy: it would count in search's counters (a tester's finding: 5
+	// searches made the first upload of a "search" of 5 a 429).
+	for _, other := range []limiter.Policy{
+		{Name: "search", Limit: 5, Window: time.Minute},
+		{Name: "search", Limit: 3, Window: time.Hour},
+		{Name: "search", Limit: 3, Window: time.Minute, Algorithm: limiter.GCRA},
+	} {
+		want := `policy "search" counts under the client key alone on a store where another policy "search" already does`
+		if _, err := httpapi.Limit(store, other, httpapi.BySourceIP); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v beside %+v: %v, want an error saying %q", other, search, err, want)
+		}
+	}
 	upload.Namespace = "upload"
 	if _, err := httpapi.Limit(store, upload, httpapi.BySourceIP); err != nil {
 		t.Errorf("upload with a namespace of its own: %v", err)
