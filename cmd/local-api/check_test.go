@@ -51,7 +51,8 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 		{"DB_PATH", filepath.Join(dir, "no", "a", "x.db")}:  "DB_PATH: " + filepath.Join(dir, "no") + " does not exist",
 		{"DB_PATH", filepath.Join(file, "data", "x.db")}:    "DB_PATH: a file stands where a directory of " + filepath.Join(file, "data") + " belongs",
 		{"DB_PATH", filepath.Join(dir, "dangling", "x.db")}: "DB_PATH: " + filepath.Join(dir, "dangling") + " is a symbolic link to nothing",
-		{"DB_PATH", filepath.Join(dir, "db", "x.db") + "/"}: "ends in a slash",
+		{"DB_PATH", filepath.Join(dir, "db", "x.db") + "/"}: "DB_PATH: " + filepath.Join(dir, "db", "x.db") + "/ names a directory, not the database file",
+		{"DB_PATH", dir + "/d/../e/.."}:                     "DB_PATH: " + dir + "/d/../e/.. names a directory, not the database file",
 		{"DB_PATH", filepath.Join(dir, "loop", "x.db")}:     "DB_PATH: " + filepath.Join(dir, "loop") + " is a loop of symbolic links",
 		{"ADDR", "192.0.2.1:3907"}:                          "ADDR: cannot listen on 192.0.2.1:3907",
 	} {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -58,10 +57,6 @@ func listenable(host string) bool {
 // above it, a missing parent, a symbolic link to nothing, a directory this
 // process may not search. Nothing is made here.
 func dbDirProblem(path string) error {
-	if strings.HasSuffix(path, "/") {
-		// The server would make a directory of the database's name.
-		return fmt.Errorf("DB_PATH: %s ends in a slash: it names a file, the database", path)
-	}
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	switch {

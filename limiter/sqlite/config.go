@@ -53,8 +53,8 @@ type ConfigError struct {
 func (e *ConfigError) Error() string { return "sqlite: " + e.Field + ": " + e.Problem }
 
 // Validate reports every problem with c as one error joining a
-// *ConfigError each: no path, a path that names a directory (the file
-// system is asked), a journal mode SQLite does not have, a shard count out
+// *ConfigError each: no path, a path that names a directory (ends in a
+// slash, "." or "..", or the file system says so), a journal mode SQLite does not have, a shard count out
 // of range, WAL with several shards (WAL commits a transaction over
 // several files atomically per file only: a request counted in two shards
 // could survive a crash half counted), a negative busy timeout. Open runs
@@ -87,7 +87,15 @@ func (c Config) Validate() error {
 		// statements outlast a microsecond: every decision would fail.
 		bad("BusyTimeout", "%v is below 1ms (zero means %v)", c.BusyTimeout, DefaultBusyTimeout)
 	}
-	if c.Path != "" && c.Shards >= 0 && c.Shards <= MaxShards {
+	namesDir := c.Path != "" && (strings.HasSuffix(c.Path, string(filepath.Separator)) ||
+		filepath.Base(c.Path) == "." || filepath.Base(c.Path) == "..")
+	if namesDir {
+		// Whatever is there now: through a directory that does not
+		// exist ("d/../e/..") the path cannot be looked at, and every
+		// decision would fail to open it.
+		bad("Path", "%s names a directory, not the database file", c.Path)
+	}
+	if c.Path != "" && !namesDir && c.Shards >= 0 && c.Shards <= MaxShards {
 		for i := range shards {
 			if fi, err := os.Stat(ShardPath(c.Path, i)); err == nil && fi.IsDir() {
 				bad("Path", "database path %s is a directory", ShardPath(c.Path, i))

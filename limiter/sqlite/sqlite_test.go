@@ -377,6 +377,23 @@ func TestOpenRefusesADirectory(t *testing.T) {
 	}
 }
 
+// TestAPathThatNamesADirectoryIsRefused: a path ending in a slash, "."
+// or ".." names a directory, whatever is there now. Through a directory
+// that does not exist ("d/../e/..") it could not be looked at, and a
+// store opened on it failed every decision.
+func TestAPathThatNamesADirectoryIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, path := range []string{dir + "/rl.db/", dir + "/sub/.", dir + "/rl.db/..", dir + "/d/../e/..", "."} {
+		if err := (sqlite.Config{Path: path}).Validate(); err == nil || !strings.Contains(err.Error(), "names a directory, not the database file") {
+			t.Errorf("%s: %v, want it refused", path, err)
+		}
+	}
+	if err := (sqlite.Config{Path: dir + "/d/../rl.db"}).Validate(); err != nil {
+		t.Errorf("a path through .. that names a file: %v", err)
+	}
+}
+
 func TestAnotherProcessSwitchingToWALIsRefused(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rl.db")
