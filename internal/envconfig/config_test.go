@@ -114,11 +114,18 @@ func TestConfigDynamoDB(t *testing.T) {
 	for name, v := range map[string]string{
 		"TABLE_NAME": " ", "TABLE_NAME=a": "a", "TABLE_NAME=bad name": "bad name", "TABLE_NAME=256": strings.Repeat("x", 256),
 		"DYNAMODB_ENDPOINT": "http://", "DYNAMODB_ENDPOINT=ftp": "ftp://h",
+		"DYNAMODB_ENDPOINT=99999": "http://127.0.0.1:99999", "DYNAMODB_ENDPOINT=0": "http://127.0.0.1:0", "DYNAMODB_ENDPOINT=x": "http://h:x",
+		"DYNAMODB_ENDPOINT=:": "http://h:",
 	} {
 		vars := map[string]string{"STORE": "dynamodb", "TABLE_NAME": "counters"}
 		vars[strings.Split(name, "=")[0]] = v
 		if _, err := envconfig.Read(env(vars), envconfig.Lambda); err == nil || !strings.Contains(err.Error(), strings.Split(name, "=")[0]+":") {
 			t.Errorf("%s=%q: %v, want it refused", strings.Split(name, "=")[0], v, err)
+		}
+	}
+	for _, endpoint := range []string{"http://127.0.0.1:8000", "https://dynamodb.eu-west-1.amazonaws.com", "http://[::1]:65535/"} {
+		if _, err := envconfig.Read(env(map[string]string{"STORE": "dynamodb", "TABLE_NAME": "counters", "DYNAMODB_ENDPOINT": endpoint}), envconfig.Lambda); err != nil {
+			t.Errorf("DYNAMODB_ENDPOINT=%s: %v", endpoint, err)
 		}
 	}
 	for _, table := range []string{"a.b-c_1", strings.Repeat("x", 255), "arn:aws:dynamodb:eu-west-1:123456789012:table/counters"} {

@@ -101,6 +101,8 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -148,7 +150,7 @@ func (e *ConfigError) Error() string { return "dynamodb: " + e.Field + ": " + e.
 
 // Validate reports every problem with c as one error joining a
 // *ConfigError each: no table name, an endpoint that is not an http:// or
-// https:// URL, a negative duration.
+// https:// URL or whose port is out of range, a negative duration.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -163,8 +165,13 @@ func (c Config) Validate() error {
 		bad("Table", "%q is no DynamoDB table name (3 to 255 of A-Z, a-z, 0-9, _, - and .) nor a table's ARN", c.Table)
 	}
 	if u := c.Endpoint; u != "" {
-		if parsed, err := url.Parse(u); err != nil || parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Hostname() == "" {
+		parsed, err := url.Parse(u)
+		switch {
+		case err != nil || parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Hostname() == "":
 			bad("Endpoint", "%q is not an http:// or https:// URL with a host", u)
+		case strings.HasSuffix(parsed.Host, ":") || parsed.Port() != "" && !isPort(parsed.Port()):
+			// No server listens there: every request would fail.
+			bad("Endpoint", "%q has a port no server can have: it is from 1 to 65535", u)
 		}
 	}
 	if c.BusyTimeout < 0 {
@@ -177,6 +184,13 @@ func (c Config) Validate() error {
 }
 
 var _ limiter.Store = (*Store)(nil)
+
+// isPort reports whether p, a URL's digits after the host's colon, is a
+// port a server may listen on.
+func isPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n > 0
+}
 
 // tableName and tableARN are what DynamoDB takes as a TableName.
 var (
