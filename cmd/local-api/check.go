@@ -49,10 +49,14 @@ func checkConfig(out, errOut io.Writer, getenv func(string) string) int {
 		fmt.Fprintln(errOut, "local-api:", err)
 		return 2
 	}
-	describeConfig(out, c, gcTarget(getenv))
+	// In use is said on the listen line, not as a line of its own: it
+	// is this machine's now, and what -check prints is otherwise the
+	// configuration's alone (the documentation shows it line by line).
+	listen := c.Addr
 	if inUse {
-		fmt.Fprintf(out, "note: %s is in use now: the server could not listen there until it is free\n", addr)
+		listen += inUseNote
 	}
+	describeConfig(out, c, listen, gcTarget(getenv))
 	if s := c.Store; s.Kind == stores.SQLite && s.Shards > 1 && (s.JournalMode == "" || s.JournalMode == "DELETE") {
 		fmt.Fprintln(out, "advice: with several shards, JOURNAL_MODE=TRUNCATE spares each decision creating and deleting a journal in the files' one directory, which held the EFS model near 96 decisions a second whatever the count (docs/capacity.md)")
 	}
@@ -89,9 +93,12 @@ func mentions(ce *envconfig.ConfigError, prefix string) bool {
 	return false
 }
 
+// inUseNote follows the listen address when another process listens there.
+const inUseNote = " (in use now: the server could not listen there until it is free)"
+
 // describeConfig prints c as a person checking it reads it, with the
 // collector's target gc (gcTarget).
-func describeConfig(w io.Writer, c config, gc string) {
+func describeConfig(w io.Writer, c config, listen, gc string) {
 	s := c.Store
 	switch s.Kind {
 	case stores.Memory:
@@ -104,7 +111,7 @@ func describeConfig(w io.Writer, c config, gc string) {
 	fmt.Fprintf(w, "busy timeout: %v\nfail mode: %s\nreject cache: %s\naudit retention: %s\n",
 		s.BusyTimeout, c.FailMode, onOff(c.RejectCache), retention(s))
 	fmt.Fprintf(w, "metrics: %s\n", metricsLine(c.Config))
-	fmt.Fprintf(w, "listen: %s\nprune every: %v\nadmin routes: %s\ngc target: %s\npolicies:\n", c.Addr, c.PruneInterval, onOff(c.Admin), gc)
+	fmt.Fprintf(w, "listen: %s\nprune every: %v\nadmin routes: %s\ngc target: %s\npolicies:\n", listen, c.PruneInterval, onOff(c.Admin), gc)
 	for _, r := range c.Rules {
 		fmt.Fprintln(w, "  "+describe(r))
 	}

@@ -68,8 +68,8 @@ func TestCheckRefusesWhatTheServerRefuses(t *testing.T) {
 	// and -check passes (it failed wherever the server, or sam local,
 	// already listened).
 	vars := map[string]string{"DB_PATH": filepath.Join(dir, "db", "x.db"), "ADDR": taken.Addr().String()}
-	if code, out := checkOut(vars); code != 0 || !strings.Contains(out, "note: "+taken.Addr().String()+" is in use now") {
-		t.Errorf("ADDR in use: exit %d\n%s\nwant 0, with a note", code, out)
+	if code, out := checkOut(vars); code != 0 || !strings.Contains(out, "listen: "+taken.Addr().String()+" (in use now: the server could not listen there until it is free)\n") {
+		t.Errorf("ADDR in use: exit %d\n%s\nwant 0, saying so on its listen line", code, out)
 	}
 	// An address no interface has is listed with the other problems.
 	vars = map[string]string{"DB_PATH": filepath.Join(dir, "db", "x.db"), "ADDR": "192.0.2.1:3907", "RATE_LIMIT": "0"}

@@ -257,7 +257,10 @@ func TestCheckSaysWhetherPoliciesAreGood(t *testing.T) {
 		// then known.
 		cmd.Env = append([]string{"POLICIES=" + policies}, env...)
 		out, _ := cmd.CombinedOutput()
-		return string(out), cmd.ProcessState.ExitCode()
+		// Whether the default address is in use is this machine's (a
+		// local server of the reader's may listen there), not the
+		// configuration's.
+		return strings.Replace(string(out), "127.0.0.1:3000 (in use now: the server could not listen there until it is free)", "127.0.0.1:3000", 1), cmd.ProcessState.ExitCode()
 	}
 	out, code := run(`[{"name":"ping","limit":3,"window":"60s"},{"name":"daily","limit":1000,"window":"1d","algorithm":"sliding","key":"source-ip","shadow":true}]`)
 	if code != 0 || out != "store: sqlite, ./data/ratelimit.db, journal DELETE, shards 1\n"+
