@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ft251/ratelimit/internal/plainkeys"
+	"github.com/ft251/ratelimit/internal/namespaces"
 	"github.com/ft251/ratelimit/internal/typednil"
 )
 
@@ -90,8 +90,9 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 		}
 		err = errors.Join(err, typednil.Missing("store", l.Store))
 		for _, p := range l.Policies {
-			if err == nil && p.Namespace == "" {
-				err = plainkeys.Claim(l.Store, p.Name, p)
+			if err == nil {
+				p.Shadow = false // a shadow counts as its policy does, in its counters
+				err = namespaces.Claim(l.Store, p.Namespace, p.Name, p)
 			}
 		}
 		if err != nil {

@@ -48,8 +48,9 @@ type Policy struct {
 	// shared store. Empty means the stored key is the client key exactly, as
 	// the design note's layout has it; at most one policy per store may
 	// leave it empty, and no two may share one (ValidateRules and a
-	// Limiter refuse both; POLICIES uses each policy's name, and none for
-	// "ping").
+	// Limiter refuse both, and so does a second Limit, Middleware or
+	// Limiter of the process on the same store; POLICIES uses each
+	// policy's name, and none for "ping").
 	Namespace string
 	// Algorithm is Fixed (the default, also when empty), Sliding or GCRA.
 	Algorithm Algorithm

@@ -146,7 +146,7 @@ func New(opts Options) (*API, error) {
 		}
 	}
 	// Last: a New that fails leaves no claim behind.
-	if err := claimPlainKeys(e.opts); err != nil {
+	if err := claimNamespaces(e.opts); err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
 	return a, nil

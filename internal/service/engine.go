@@ -16,7 +16,7 @@ import (
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/internal/fault"
-	"github.com/ft251/ratelimit/internal/plainkeys"
+	"github.com/ft251/ratelimit/internal/namespaces"
 	"github.com/ft251/ratelimit/internal/typednil"
 	"github.com/ft251/ratelimit/limiter"
 	"github.com/ft251/ratelimit/limiter/metrics"
@@ -199,17 +199,16 @@ func newEngine(opts Options) (*engine, error) {
 	return e, errors.Join(append(errs, tierFuncErrors(opts)...)...)
 }
 
-// claimPlainKeys records the policy of opts that counts without a
-// namespace (ValidateRules lets one through) as the one that counts under
-// plain client keys on its store (plainkeys), once everything else about
-// opts is known to be right: a second Middleware, Limit or Limiter on the
-// store with another such policy would count in its counters.
-func claimPlainKeys(opts Options) error {
+// claimNamespaces records each policy of opts as the one that counts in
+// its namespace on its store (namespaces), once everything else about opts
+// is known to be right: a second Middleware, Limit or Limiter on the store
+// with another policy in one of them would count in its counters.
+func claimNamespaces(opts Options) error {
 	for _, r := range opts.Rules {
-		if r.Policy.Namespace == "" {
-			if err := plainkeys.Claim(opts.Store, r.Policy.Name, r.Policy); err != nil {
-				return err
-			}
+		p := r.Policy
+		p.Shadow = false // a shadow counts as its policy does, in its counters
+		if err := namespaces.Claim(opts.Store, p.Namespace, p.Name, p); err != nil {
+			return err
 		}
 	}
 	return nil

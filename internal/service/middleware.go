@@ -17,7 +17,7 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if err := errors.Join(err, unnamedTiers(opts)); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	if err := claimPlainKeys(e.opts); err != nil {
+	if err := claimNamespaces(e.opts); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	return func(next http.Handler) http.Handler {

@@ -59,9 +59,10 @@ func TestLimitGuardsEverythingItWraps(t *testing.T) {
 // TestTwoPoliciesCannotShareAStoresPlainKeys: a policy without a
 // Namespace counts under the client key itself; two such policies on one
 // store would count in one counter (a client's fifth upload made its first
-// search a 429). The second is refused where it is configured, by Limit,
-// Middleware or a Limiter alike, naming both; the same policy again (a
-// route guarded twice) is not, nor a policy with a Namespace.
+// search a 429), as would two in one namespace. The second is refused
+// where it is configured, by Limit, Middleware or a Limiter alike, naming
+// both; the same policy again (a route guarded twice) is not, nor a policy
+// with a namespace of its own.
 func TestTwoPoliciesCannotShareAStoresPlainKeys(t *testing.T) {
 	store := memory.New()
 	search := limiter.Policy{Name: "search", Limit: 3, Window: time.Minute}
@@ -99,6 +100,21 @@ func TestTwoPoliciesCannotShareAStoresPlainKeys(t *testing.T) {
 	upload.Namespace = "upload"
 	if _, err := httpapi.Limit(store, upload, httpapi.BySourceIP); err != nil {
 		t.Errorf("upload with a namespace of its own: %v", err)
+	}
+	// A namespace is one policy's too: another policy in upload's would
+	// count in its counters (a newcomer's finding: five uploads made the
+	// first search of a "search" in namespace "upload" a 429).
+	if _, err := httpapi.Limit(store, upload, httpapi.ByHeader("X-API-Key")); err != nil {
+		t.Errorf("upload, with its namespace, again: %v", err)
+	}
+	intruder := limiter.Policy{Name: "search", Limit: 3, Window: time.Minute, Namespace: "upload"}
+	want = `policy "search" counts in namespace "upload" on a store where policy "upload" already does`
+	if _, err := httpapi.Limit(store, intruder, httpapi.BySourceIP); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("another policy in upload's namespace: %v, want an error saying %q", err, want)
+	}
+	l = &limiter.Limiter{Store: store, Policies: []limiter.Policy{intruder}}
+	if _, err := l.Allow(context.Background(), limiter.Request{Key: "k"}); !errors.Is(err, limiter.ErrInvalidPolicies) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a Limiter with it: %v, want ErrInvalidPolicies saying %q", err, want)
 	}
 	if _, err := httpapi.Limit(memory.New(), limiter.Policy{Name: "other", Limit: 1, Window: time.Minute}, httpapi.BySourceIP); err != nil {
 		t.Errorf("another store: %v", err)

@@ -1,4 +1,4 @@
-package plainkeys_test
+package namespaces_test
 
 import (
 	"runtime"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ft251/ratelimit/internal/plainkeys"
+	"github.com/ft251/ratelimit/internal/namespaces"
 )
 
 // store holds a pointer, as every store does: Go's tiny allocator packs
@@ -24,24 +24,31 @@ type hidden struct {
 
 func TestClaim(t *testing.T) {
 	a, b := &store{}, &store{}
-	if err := plainkeys.Claim(a, "ping", "1/s"); err != nil {
+	if err := namespaces.Claim(a, "", "ping", "1/s"); err != nil {
 		t.Fatal(err)
 	}
-	if err := plainkeys.Claim(a, "ping", "1/s"); err != nil {
+	if err := namespaces.Claim(a, "", "ping", "1/s"); err != nil {
 		t.Errorf("the same policy again: %v", err)
 	}
-	if err := plainkeys.Claim(a, "daily", "1/s"); err == nil || !strings.Contains(err.Error(), `policy "daily" counts under the client key alone on a store where policy "ping" already does`) {
+	if err := namespaces.Claim(a, "", "daily", "1/s"); err == nil || !strings.Contains(err.Error(), `policy "daily" counts under the client key alone on a store where policy "ping" already does`) {
 		t.Errorf("another policy on the store: %v", err)
 	}
-	if err := plainkeys.Claim(a, "ping", "2/s"); err == nil || !strings.Contains(err.Error(), `policy "ping" counts under the client key alone on a store where another policy "ping" already does (a Middleware, Limit or Limiter of this process), 2/s against 1/s`) {
+	if err := namespaces.Claim(a, "", "ping", "2/s"); err == nil || !strings.Contains(err.Error(), `policy "ping" counts under the client key alone on a store where another policy "ping" already does (a Middleware, Limit or Limiter of this process), 2/s against 1/s`) {
 		t.Errorf("the same name with other settings: %v", err)
 	}
-	if err := plainkeys.Claim(b, "daily", "1/s"); err != nil {
+	// A namespace is held as the plain keys are, apart from them.
+	if err := namespaces.Claim(a, "daily", "daily", "1/s"); err != nil {
+		t.Errorf("a namespace of its own: %v", err)
+	}
+	if err := namespaces.Claim(a, "daily", "weekly", "1/s"); err == nil || !strings.Contains(err.Error(), `policy "weekly" counts in namespace "daily" on a store where policy "daily" already does`) {
+		t.Errorf("another policy in the namespace: %v", err)
+	}
+	if err := namespaces.Claim(b, "", "daily", "1/s"); err != nil {
 		t.Errorf("another store: %v", err)
 	}
 	// A store that is no pointer is not told apart, and never a panic:
 	// a comparable type holding a slice used to be a map key, and panic.
-	if err := plainkeys.Claim(hidden{any: &store{}}, "x", "1/s"); err != nil {
+	if err := namespaces.Claim(hidden{any: &store{}}, "", "x", "1/s"); err != nil {
 		t.Errorf("a store that is a value: %v", err)
 	}
 	runtime.KeepAlive(a)
@@ -54,7 +61,7 @@ func TestAStoreIsHeldWeakly(t *testing.T) {
 	for range 100 {
 		s := &store{n: 1}
 		runtime.AddCleanup(s, func(struct{}) { collected <- struct{}{} }, struct{}{})
-		if err := plainkeys.Claim(s, "p", "1/s"); err != nil {
+		if err := namespaces.Claim(s, "", "p", "1/s"); err != nil {
 			t.Fatal(err)
 		}
 	}
