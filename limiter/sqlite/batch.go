@@ -29,13 +29,14 @@ import (
 //     each attempt keeping its own outcome and its own audit record,
 //     commits, answers each, and hands the lead to the next waiter. Its
 //     own answer never waits for a later batch.
-//   - After a batch of several, the turn lingers a moment (a 16th of a
-//     transaction, 2 ms at most) for the next requests of the clients it
-//     just answered, so that they form one batch rather than a batch of
-//     one and one of the rest (see linger): until as many wait as it
-//     answered, or the moment is over. Not where a 16th of a transaction
-//     is shorter than minLinger (WAL on a local disk): there the lock
-//     would stand idle for nothing.
+//   - After a batch of several, the turn lingers a moment for the next
+//     requests of the clients it just answered, so that they form one
+//     batch rather than a batch of one and one of the rest (see linger):
+//     until as many wait as it answered, or the moment is over (a whole
+//     transaction where its clients have been coming back within one, a
+//     16th of one otherwise; 2 ms at most). Not where a 16th of a
+//     transaction is shorter than minLinger (WAL on a local disk): there
+//     the lock would stand idle for nothing.
 //   - A request whose context ends while it queues is answered with its
 //     context's error and left out. The batch's context is not any one
 //     member's: it ends at the latest of their deadlines, so one member's
@@ -70,11 +71,18 @@ type batcher struct {
 	handed, served            atomic.Int64 // attempts decided by another process, and for others (handoff.go)
 
 	// A lingering turn (see linger) passes to the first waiter once want
-	// wait, or at until; gen tells its timer from a later linger's.
+	// wait, or at until; gen tells its timer from a later linger's. It
+	// began at began, with had waiting, after answering answered.
 	lingering bool
 	want      int
 	until     time.Time
 	gen       uint64
+	began     time.Time
+	had       int
+	answered  int
+	// back is a moving average of how long a batch's clients take to
+	// come back (see endLinger); 0 before a linger has ended.
+	back time.Duration
 }
 
 // pending is one request waiting for a shard: an attempt to decide, or
@@ -115,8 +123,10 @@ func (b *batcher) turn(p *pending) bool {
 		return true
 	}
 	b.queue = append(b.queue, p)
-	if b.lingering && (len(b.queue) >= b.want || !time.Now().Before(b.until)) {
-		b.endLinger()
+	if b.lingering {
+		if now := time.Now(); len(b.queue) >= b.want || !now.Before(b.until) {
+			b.endLinger(now)
+		}
 	}
 	b.mu.Unlock()
 	select {
@@ -165,12 +175,12 @@ func dropped(q []*pending, p *pending) []*pending {
 // members' clients send next have had a moment to arrive: as soon as as
 // many wait as the batch answered plus those that waited behind it when
 // it answered (before, queued: a client already back is not counted
-// twice), most at most, or once d has passed. Without it, in a busy
-// process, the first of them to come back would find no transaction in
-// flight and start one alone, the others would queue behind it, and the
-// process's clients would split into a batch of one and a batch of the
-// rest, each in turn. A lone request (after no batch of several) never
-// meets a lingering turn.
+// twice), most at most, or once d (lingerFor) has passed.
+// Without it, in a busy process, the first of them to come back would
+// find no transaction in flight and start one alone, the others would
+// queue behind it, and the process's clients would split into a batch of
+// one and a batch of the rest, each in turn. A lone request (after no
+// batch of several) never meets a lingering turn.
 //
 // The arrivals end it (turn), not looks at the queue: it used to look in
 // steps of 50 µs, but a sleep that short lasts about a millisecond here
@@ -181,9 +191,7 @@ func dropped(q []*pending, p *pending) []*pending {
 // on their way. After d the first arrival ends it, without waiting for
 // the timer, which may fire late; the timer ends a linger no request
 // comes to (clients that stopped, or whose next request is for another
-// shard). Under a steady load most lingers last d: a reviewer counted, in
-// a run of 32 clients, 8% ended with every client back, 90% at the first
-// arrival after d.
+// shard).
 func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -193,42 +201,76 @@ func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 		return
 	}
 	b.gen++
-	b.lingering, b.want, b.until = true, want, time.Now().Add(d)
+	now := time.Now()
+	b.lingering, b.want, b.until = true, want, now.Add(d)
+	b.began, b.had, b.answered = now, len(b.queue), answered
 	gen := b.gen
 	time.AfterFunc(d, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.lingering && b.gen == gen {
-			b.endLinger()
+			b.endLinger(time.Now())
 		}
 	})
 }
 
-// endLinger passes a lingering turn on. The batcher's mu is held.
-func (b *batcher) endLinger() {
+// endLinger passes a lingering turn on, and learns from it how long the
+// batch's clients take to come back: the time it lasted, scaled by the
+// share of them that came (half back in 0.2 ms: 0.4 ms). Requests of other
+// clients count as theirs, so under a load of many clients each paced by
+// its own clock (not waiting for its answer to send again) it is the
+// time that many requests take to arrive. It ends at now; the batcher's
+// mu is held.
+func (b *batcher) endLinger(now time.Time) {
 	b.lingering = false
+	came := min(len(b.queue)-b.had, b.answered)
+	sample := now.Sub(b.began) * time.Duration(b.answered) / time.Duration(max(came, 1))
+	if b.back == 0 {
+		b.back = sample
+	} else {
+		b.back += (sample - b.back) / 8
+	}
 	b.handOffLocked()
+}
+
+// backTime is how long the clients of a batch have been taking to come
+// back (endLinger), 0 before a linger has ended.
+func (b *batcher) backTime() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.back
 }
 
 // minLinger is the shortest linger tried: the earlier design's floor (a
 // linger had to last one 50 µs look at the queue), kept because where a
 // 16th of a transaction is below it (WAL on a local disk) lingers of half
 // and a whole transaction, 85-170 µs, gained nothing measurable
-// (BENCHMARKS.md, "Thirteenth run").
+// (BENCHMARKS.md, "Thirteenth run"), and a whole one, 0.3 ms, cost 15%
+// of the local server's throughput (BENCHMARKS.md, "Eighteenth run").
 const minLinger = 50 * time.Microsecond
 
 // lingerFor is how long the turn lingers after a batch of several when a
-// transaction holds the lock for hold: a 16th of it, at most 2 ms, and not
-// at all when that is less than minLinger. In WAL on a local disk, where
-// a batch holds the lock for about 0.3 ms, the earlier linger gathered
-// nothing and its idle lock cost up to a tenth of the local server's
-// throughput (BENCHMARKS.md, "Against a peer").
-func lingerFor(hold time.Duration) time.Duration {
-	d := min(hold/16, 2*time.Millisecond)
-	if d < minLinger {
+// transaction holds the lock for hold and the batch's clients have taken
+// back to come back (0: not learnt yet). Where they come back within a
+// transaction (a busy local server, each client sending again once
+// answered), a whole transaction, at most 2 ms: gathering them all in one
+// batch saves one transaction's fixed cost (in DELETE on a local disk,
+// four fsyncs and an unlink, 1.2 of its 1.7 ms) for a wait no longer than
+// it, and a busy local server decides 11-16% more (BENCHMARKS.md,
+// "Eighteenth run"). Otherwise a 16th of it, at most 2 ms, enough for
+// a client or two close behind: a longer wait for clients who are not
+// coming would delay those queued for nothing. And not at all when a 16th
+// is less than minLinger: in WAL on a local disk, where a batch holds the
+// lock for about 0.3 ms, the lock would stand idle for nothing.
+func lingerFor(hold, back time.Duration) time.Duration {
+	switch {
+	case hold/16 < minLinger:
 		return 0
+	case back > 0 && back <= hold:
+		return min(hold, 2*time.Millisecond)
+	default:
+		return min(hold/16, 2*time.Millisecond)
 	}
-	return d
 }
 
 func (b *batcher) waiting() int {
@@ -320,7 +362,7 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 	}
 	// The turn passes on, later when it lingers: a leader's own answer
 	// never waits for a later batch.
-	if d := lingerFor(sh.wait.holdTime()); len(batch) > 1 && d > 0 {
+	if d := lingerFor(sh.wait.holdTime(), sh.batch.backTime()); len(batch) > 1 && d > 0 {
 		sh.batch.linger(d, len(batch), queued, sh.maxBatch())
 	} else {
 		sh.batch.handOff()

@@ -137,3 +137,30 @@ func TestALingerCountsAClientBackBeforeItStarts(t *testing.T) {
 	}
 	finish(&b, first)
 }
+
+// TestALingerLearnsHowFastClientsComeBack: a linger that ends with both
+// clients it answered back, 4 ms after it began, teaches 4 ms; one that
+// ends with one of four back, 3 ms after it began, teaches 12 ms (four
+// times as long), moved an eighth of the way from what was learnt: 5 ms.
+// A request of a client that was waiting before it began is not one back.
+func TestALingerLearnsHowFastClientsComeBack(t *testing.T) {
+	var b batcher
+	began := time.Unix(1_800_000_000, 0)
+	end := func(answered, had, back int, after time.Duration) time.Duration {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.active, b.lingering, b.began, b.had, b.answered = true, true, began, had, answered
+		b.queue = make([]*pending, had+back)
+		for i := range b.queue {
+			b.queue[i] = newPending(context.Background(), limiter.Attempt{}, false)
+		}
+		b.endLinger(began.Add(after))
+		return b.back
+	}
+	if got := end(2, 0, 2, 4*time.Millisecond); got != 4*time.Millisecond {
+		t.Errorf("both back in 4 ms: learnt %v, want 4ms", got)
+	}
+	if got := end(4, 1, 1, 3*time.Millisecond); got != 5*time.Millisecond {
+		t.Errorf("one of four back in 3 ms, after 4 ms: learnt %v, want 5ms", got)
+	}
+}

@@ -252,19 +252,27 @@ func queryColumn(t *testing.T, db *sql.DB, query string) []string {
 // EFS, where a transaction holds the lock for tens of milliseconds, for a
 // 16th of it up to 2 ms; in WAL on a local disk, where it holds it for a
 // fraction of a millisecond, not at all, since its clients could not be
-// back in time and the linger would leave the lock idle.
+// back in time and the linger would leave the lock idle. Where the
+// clients of a batch have been coming back within a transaction (back),
+// for a whole transaction, up to 2 ms: they form one batch.
 func TestATurnLingersOnlyWhereItCanGather(t *testing.T) {
 	for _, c := range []struct {
-		hold, want time.Duration
+		hold, back, want time.Duration
 	}{
-		{300 * time.Microsecond, 0},                     // WAL, local disk
-		{16*sqlite.MinLinger - 1, 0},                    // just short of the shortest
-		{16 * sqlite.MinLinger, sqlite.MinLinger},       // the shortest
-		{10 * time.Millisecond, 625 * time.Microsecond}, // DELETE, local disk
-		{90 * time.Millisecond, 2 * time.Millisecond},   // EFS
+		{300 * time.Microsecond, 0, 0},                                               // WAL, local disk
+		{300 * time.Microsecond, 100 * time.Microsecond, 0},                          // however fast they come
+		{16*sqlite.MinLinger - 1, 0, 0},                                              // just short of the shortest
+		{16 * sqlite.MinLinger, 0, sqlite.MinLinger},                                 // the shortest
+		{1700 * time.Microsecond, 0, 106250 * time.Nanosecond},                       // DELETE, local disk, not learnt
+		{1700 * time.Microsecond, 600 * time.Microsecond, 1700 * time.Microsecond},   // clients back in 0.6 ms
+		{1700 * time.Microsecond, 1701 * time.Microsecond, 106250 * time.Nanosecond}, // back later than a transaction
+		{10 * time.Millisecond, 0, 625 * time.Microsecond},
+		{10 * time.Millisecond, time.Millisecond, 2 * time.Millisecond},
+		{90 * time.Millisecond, 0, 2 * time.Millisecond}, // EFS
+		{90 * time.Millisecond, time.Millisecond, 2 * time.Millisecond},
 	} {
-		if got := sqlite.LingerFor(c.hold); got != c.want {
-			t.Errorf("a transaction of %v: lingers %v, want %v", c.hold, got, c.want)
+		if got := sqlite.LingerFor(c.hold, c.back); got != c.want {
+			t.Errorf("a transaction of %v, clients back in %v: lingers %v, want %v", c.hold, c.back, got, c.want)
 		}
 	}
 }
