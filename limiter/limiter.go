@@ -89,11 +89,12 @@ func (l *Limiter) attempt(ctx context.Context, r Request) (Attempt, error) {
 			err = errors.Join(err, errors.New("no policies: nothing would be counted"))
 		}
 		err = errors.Join(err, typednil.Missing("store", l.Store))
-		for _, p := range l.Policies {
-			if err == nil {
-				p.Shadow = false // a shadow counts as its policy does, in its counters
-				err = namespaces.Claim(l.Store, p.Namespace, p.Name, p)
+		if err == nil {
+			uses := make([]namespaces.Use, len(l.Policies))
+			for i, p := range l.Policies {
+				uses[i] = namespaces.Use{Namespace: p.Namespace, Name: p.Name}
 			}
+			err = namespaces.Claim(l.Store, uses...)
 		}
 		if err != nil {
 			l.invalid = fmt.Errorf("%w: %w", ErrInvalidPolicies, err)

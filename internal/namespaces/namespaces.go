@@ -8,12 +8,18 @@
 // Middleware and a Limiter) on one store is caught here, where the second
 // is built, rather than by its clients.
 //
+// A policy is told by its name: the same name at another limit or window
+// is the same policy, as a configuration reloaded in a running process
+// builds it, its counts so far kept. (Telling policies by their settings
+// refused every such reload for as long as the store lived.)
+//
 // A store is told by its identity, so only a store that is a pointer (as
 // this module's are) is tracked, and it is held weakly: a store nothing
 // else holds is collected, and its entries with it.
 package namespaces
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -22,8 +28,8 @@ import (
 
 var (
 	mu sync.Mutex
-	// by store and namespace: the policy that counts there.
-	claims = map[place]claim{}
+	// by store and namespace: the name of the policy that counts there.
+	claims = map[place]string{}
 )
 
 type place struct {
@@ -31,23 +37,19 @@ type place struct {
 	namespace string
 }
 
-// A claim is a policy's name and its settings, as %+v writes them (the
-// settings say whether a policy of the same name is the same policy).
-type claim struct{ name, settings string }
+// A Use is a policy's name and namespace.
+type Use struct{ Namespace, Name string }
 
-// Claim records that policy, named name, counts on store in namespace,
-// and fails when another policy already does: one of another name, or of
-// the same name with other settings (another limit, window, algorithm,
-// burst or tiers, counting in the same counters; callers leave out what
-// does not change the counting, such as whether the policy is a shadow). The same policy again (a second route
-// guarded by it) is no conflict. policy is compared as %+v writes it: an
-// algorithm by its String, no tiers and an empty map alike.
-func Claim(store any, namespace, name string, policy any) error {
+// Claim records that each of uses counts on store, or none of them: it
+// fails, claiming nothing, when another policy already counts in one of
+// their namespaces there, naming every such conflict. The same policy
+// again (a second route guarded by it) is no conflict.
+func Claim(store any, uses ...Use) error {
 	v := reflect.ValueOf(store)
 	if store == nil || v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem().Size() == 0 {
 		return nil // not told apart by identity (zero-size values may share an address)
 	}
-	at := place{weak.Make((*byte)(v.UnsafePointer())), namespace}
+	key := weak.Make((*byte)(v.UnsafePointer()))
 	mu.Lock()
 	defer mu.Unlock()
 	for k := range claims {
@@ -55,21 +57,21 @@ func Claim(store any, namespace, name string, policy any) error {
 			delete(claims, k) // its store was collected
 		}
 	}
-	c := claim{name, fmt.Sprintf("%+v", policy)}
-	had, ok := claims[at]
-	switch {
-	case !ok:
-		claims[at] = c
-		return nil
-	case had == c:
-		return nil
+	var errs []error
+	for _, u := range uses {
+		if had, ok := claims[place{key, u.Namespace}]; ok && had != u.Name {
+			where := fmt.Sprintf("in namespace %q", u.Namespace)
+			if u.Namespace == "" {
+				where = "under the client key alone"
+			}
+			errs = append(errs, fmt.Errorf("policy %q counts %s on a store where policy %q already does (a Middleware, Limit or Limiter of this process): their counters would be one; give one of them a Namespace of its own (a renamed policy too: its new name would count in the old one's counters)", u.Name, where, had))
+		}
 	}
-	where := fmt.Sprintf("in namespace %q", namespace)
-	if namespace == "" {
-		where = "under the client key alone"
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	if had.name != name {
-		return fmt.Errorf("policy %q counts %s on a store where policy %q already does (a Middleware, Limit or Limiter of this process): their counters would be one; give one of them a Namespace of its own (a renamed policy too: its new name would count in the old one's counters)", name, where, had.name)
+	for _, u := range uses {
+		claims[place{key, u.Namespace}] = u.Name
 	}
-	return fmt.Errorf("policy %q counts %s on a store where another policy %q already does (a Middleware, Limit or Limiter of this process), %s against %s: their counters would be one; give one of them a Namespace of its own", name, where, had.name, c.settings, had.settings)
+	return nil
 }

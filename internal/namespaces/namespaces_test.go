@@ -10,8 +10,8 @@ import (
 )
 
 // store holds a pointer, as every store does: Go's tiny allocator packs
-// small values without pointers into one block with others (a claim's
-// settings string among them), and a block lives while any of them does.
+// small values without pointers into one block with others, and a block
+// lives while any of them does.
 type store struct {
 	n    int
 	name *string
@@ -24,31 +24,40 @@ type hidden struct {
 
 func TestClaim(t *testing.T) {
 	a, b := &store{}, &store{}
-	if err := namespaces.Claim(a, "", "ping", "1/s"); err != nil {
+	use := func(namespace, name string) namespaces.Use { return namespaces.Use{Namespace: namespace, Name: name} }
+	if err := namespaces.Claim(a, use("", "ping")); err != nil {
 		t.Fatal(err)
 	}
-	if err := namespaces.Claim(a, "", "ping", "1/s"); err != nil {
+	if err := namespaces.Claim(a, use("", "ping")); err != nil {
 		t.Errorf("the same policy again: %v", err)
 	}
-	if err := namespaces.Claim(a, "", "daily", "1/s"); err == nil || !strings.Contains(err.Error(), `policy "daily" counts under the client key alone on a store where policy "ping" already does`) {
+	if err := namespaces.Claim(a, use("", "daily")); err == nil || !strings.Contains(err.Error(), `policy "daily" counts under the client key alone on a store where policy "ping" already does`) {
 		t.Errorf("another policy on the store: %v", err)
 	}
-	if err := namespaces.Claim(a, "", "ping", "2/s"); err == nil || !strings.Contains(err.Error(), `policy "ping" counts under the client key alone on a store where another policy "ping" already does (a Middleware, Limit or Limiter of this process), 2/s against 1/s`) {
-		t.Errorf("the same name with other settings: %v", err)
-	}
 	// A namespace is held as the plain keys are, apart from them.
-	if err := namespaces.Claim(a, "daily", "daily", "1/s"); err != nil {
+	if err := namespaces.Claim(a, use("daily", "daily")); err != nil {
 		t.Errorf("a namespace of its own: %v", err)
 	}
-	if err := namespaces.Claim(a, "daily", "weekly", "1/s"); err == nil || !strings.Contains(err.Error(), `policy "weekly" counts in namespace "daily" on a store where policy "daily" already does`) {
+	if err := namespaces.Claim(a, use("daily", "weekly")); err == nil || !strings.Contains(err.Error(), `policy "weekly" counts in namespace "daily" on a store where policy "daily" already does`) {
 		t.Errorf("another policy in the namespace: %v", err)
 	}
-	if err := namespaces.Claim(b, "", "daily", "1/s"); err != nil {
+	// All or none: refused for one, the others are not claimed, and each
+	// conflict is named.
+	err := namespaces.Claim(a, use("weekly", "weekly"), use("daily", "monthly"), use("", "yearly"))
+	for _, want := range []string{`policy "monthly" counts in namespace "daily"`, `policy "yearly" counts under the client key alone`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("two conflicts beside a good use: %v, want it to say %q", err, want)
+		}
+	}
+	if err := namespaces.Claim(a, use("weekly", "hourly")); err != nil {
+		t.Errorf("weekly's namespace, after a refused claim that named it: %v", err)
+	}
+	if err := namespaces.Claim(b, use("", "daily")); err != nil {
 		t.Errorf("another store: %v", err)
 	}
 	// A store that is no pointer is not told apart, and never a panic:
 	// a comparable type holding a slice used to be a map key, and panic.
-	if err := namespaces.Claim(hidden{any: &store{}}, "", "x", "1/s"); err != nil {
+	if err := namespaces.Claim(hidden{any: &store{}}, use("", "x")); err != nil {
 		t.Errorf("a store that is a value: %v", err)
 	}
 	runtime.KeepAlive(a)
@@ -61,7 +70,7 @@ func TestAStoreIsHeldWeakly(t *testing.T) {
 	for range 100 {
 		s := &store{n: 1}
 		runtime.AddCleanup(s, func(struct{}) { collected <- struct{}{} }, struct{}{})
-		if err := namespaces.Claim(s, "", "p", "1/s"); err != nil {
+		if err := namespaces.Claim(s, namespaces.Use{Name: "p"}); err != nil {
 			t.Fatal(err)
 		}
 	}

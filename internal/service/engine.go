@@ -204,14 +204,11 @@ func newEngine(opts Options) (*engine, error) {
 // is known to be right: a second Middleware, Limit or Limiter on the store
 // with another policy in one of them would count in its counters.
 func claimNamespaces(opts Options) error {
-	for _, r := range opts.Rules {
-		p := r.Policy
-		p.Shadow = false // a shadow counts as its policy does, in its counters
-		if err := namespaces.Claim(opts.Store, p.Namespace, p.Name, p); err != nil {
-			return err
-		}
+	uses := make([]namespaces.Use, len(opts.Rules))
+	for i, r := range opts.Rules {
+		uses[i] = namespaces.Use{Namespace: r.Policy.Namespace, Name: r.Policy.Name}
 	}
-	return nil
+	return namespaces.Claim(opts.Store, uses...)
 }
 
 // tierFuncErrors are what is wrong with opts.Tiers: a function for no
