@@ -72,7 +72,8 @@ type batcher struct {
 
 	// A lingering turn (see linger) passes to the first waiter once want
 	// wait, or at until; gen tells its timer from a later linger's. It
-	// began at began, with had waiting, after answering answered.
+	// began at began, with had waiting, after answering answered, its
+	// transactions holding the lock for hold.
 	lingering bool
 	want      int
 	until     time.Time
@@ -80,6 +81,7 @@ type batcher struct {
 	began     time.Time
 	had       int
 	answered  int
+	hold      time.Duration
 	// back is a moving average of how long a batch's clients take to
 	// come back (see endLinger); 0 before a linger has ended.
 	back time.Duration
@@ -192,7 +194,7 @@ func dropped(q []*pending, p *pending) []*pending {
 // the timer, which may fire late; the timer ends a linger no request
 // comes to (clients that stopped, or whose next request is for another
 // shard).
-func (b *batcher) linger(d time.Duration, answered, queued, most int) {
+func (b *batcher) linger(d, hold time.Duration, answered, queued, most int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	want := min(queued+answered, most)
@@ -203,7 +205,7 @@ func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 	b.gen++
 	now := time.Now()
 	b.lingering, b.want, b.until = true, want, now.Add(d)
-	b.began, b.had, b.answered = now, len(b.queue), answered
+	b.began, b.had, b.answered, b.hold = now, len(b.queue), answered, hold
 	gen := b.gen
 	time.AfterFunc(d, func() {
 		b.mu.Lock()
@@ -219,12 +221,18 @@ func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 // share of them that came (half back in 0.2 ms: 0.4 ms). Requests of other
 // clients count as theirs, so under a load of many clients each paced by
 // its own clock (not waiting for its answer to send again) it is the
-// time that many requests take to arrive. It ends at now; the batcher's
-// mu is held.
+// time that many requests take to arrive. With none back, it is more than
+// that by how much no one can tell: twice a transaction, slow enough that
+// the next linger is short (a linger of 0.1 ms after a batch of two that
+// no one came back to taught 0.2 ms, and the next lasted a whole
+// transaction, for nobody). It ends at now; the batcher's mu is held.
 func (b *batcher) endLinger(now time.Time) {
 	b.lingering = false
 	came := min(len(b.queue)-b.had, b.answered)
 	sample := now.Sub(b.began) * time.Duration(b.answered) / time.Duration(max(came, 1))
+	if came <= 0 {
+		sample = max(sample, 2*b.hold)
+	}
 	if b.back == 0 {
 		b.back = sample
 	} else {
@@ -362,8 +370,9 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 	}
 	// The turn passes on, later when it lingers: a leader's own answer
 	// never waits for a later batch.
-	if d := lingerFor(sh.wait.holdTime(), sh.batch.backTime()); len(batch) > 1 && d > 0 {
-		sh.batch.linger(d, len(batch), queued, sh.maxBatch())
+	hold := sh.wait.holdTime()
+	if d := lingerFor(hold, sh.batch.backTime()); len(batch) > 1 && d > 0 {
+		sh.batch.linger(d, hold, len(batch), queued, sh.maxBatch())
 	} else {
 		sh.batch.handOff()
 	}
