@@ -73,7 +73,8 @@ type batcher struct {
 	// A lingering turn (see linger) passes to the first waiter once want
 	// wait, or at until; gen tells its timer from a later linger's. It
 	// began at began, with had waiting, after answering answered, its
-	// transactions holding the lock for hold.
+	// transactions holding the lock for hold; learning, it lasts a whole
+	// transaction (lingerTime).
 	lingering bool
 	want      int
 	until     time.Time
@@ -82,9 +83,12 @@ type batcher struct {
 	had       int
 	answered  int
 	hold      time.Duration
+	learning  bool
 	// back is a moving average of how long a batch's clients take to
-	// come back (see endLinger); 0 before a linger has ended.
-	back time.Duration
+	// come back (see endLinger); 0 before a linger has learnt it. lingers
+	// counts the lingers begun.
+	back    time.Duration
+	lingers int
 }
 
 // pending is one request waiting for a shard: an attempt to decide, or
@@ -194,7 +198,7 @@ func dropped(q []*pending, p *pending) []*pending {
 // the timer, which may fire late; the timer ends a linger no request
 // comes to (clients that stopped, or whose next request is for another
 // shard).
-func (b *batcher) linger(d, hold time.Duration, answered, queued, most int) {
+func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	want := min(queued+answered, most)
@@ -205,7 +209,7 @@ func (b *batcher) linger(d, hold time.Duration, answered, queued, most int) {
 	b.gen++
 	now := time.Now()
 	b.lingering, b.want, b.until = true, want, now.Add(d)
-	b.began, b.had, b.answered, b.hold = now, len(b.queue), answered, hold
+	b.began, b.had, b.answered = now, len(b.queue), answered
 	gen := b.gen
 	time.AfterFunc(d, func() {
 		b.mu.Lock()
@@ -216,37 +220,50 @@ func (b *batcher) linger(d, hold time.Duration, answered, queued, most int) {
 	})
 }
 
-// endLinger passes a lingering turn on, and learns from it how long the
-// batch's clients take to come back: the time it lasted, scaled by the
-// share of them that came (half back in 0.2 ms: 0.4 ms). Requests of other
-// clients count as theirs, so under a load of many clients each paced by
-// its own clock (not waiting for its answer to send again) it is the
-// time that many requests take to arrive. With none back, it is more than
-// that by how much no one can tell: twice a transaction, slow enough that
-// the next linger is short (a linger of 0.1 ms after a batch of two that
-// no one came back to taught 0.2 ms, and the next lasted a whole
-// transaction, for nobody). It ends at now; the batcher's mu is held.
+// endLinger passes a lingering turn on; one of a whole transaction
+// (learning) learns from it how long the batch's clients take to come
+// back: the time it lasted, scaled by the share of them that came (half
+// back in 0.2 ms: 0.4 ms), or, none back, twice a transaction. Requests of
+// other clients count as theirs, so under a load of many clients each
+// paced by its own clock (not waiting for its answer to send again) it is
+// the time that many requests take to arrive. A 16th of a transaction is
+// too short to tell: in the local server's two groups of 16 clients none
+// was back within it, and a linger no one came back to, scaled as if one
+// had, taught a batch of two that nobody came back to that they came
+// back in 0.2 ms. It ends at now; the batcher's mu is held.
 func (b *batcher) endLinger(now time.Time) {
 	b.lingering = false
-	came := min(len(b.queue)-b.had, b.answered)
-	sample := now.Sub(b.began) * time.Duration(b.answered) / time.Duration(max(came, 1))
-	if came <= 0 {
-		sample = max(sample, 2*b.hold)
-	}
-	if b.back == 0 {
-		b.back = sample
-	} else {
-		b.back += (sample - b.back) / 8
+	if b.learning {
+		came := min(len(b.queue)-b.had, b.answered)
+		sample := now.Sub(b.began) * time.Duration(b.answered) / time.Duration(max(came, 1))
+		if came <= 0 {
+			sample = max(sample, 2*b.hold)
+		}
+		if b.back == 0 {
+			b.back = sample
+		} else {
+			b.back += (sample - b.back) / 8
+		}
 	}
 	b.handOffLocked()
 }
 
-// backTime is how long the clients of a batch have been taking to come
-// back (endLinger), 0 before a linger has ended.
-func (b *batcher) backTime() time.Duration {
+// exploreEvery: every so many lingers, one lasts a whole transaction
+// whatever was learnt, to learn again (a client load that changes from
+// paced to waiting for its answers is seen within as many batches).
+const exploreEvery = 16
+
+// lingerTime is how long the turn lingers after a batch of several, its
+// transactions holding the lock for hold (lingerFor): a whole transaction
+// where the batch's clients have been coming back within one, and every
+// exploreEvery-th linger, which is how lingers learn.
+func (b *batcher) lingerTime(hold time.Duration) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.back
+	b.lingers++
+	d := lingerFor(hold, b.back, b.lingers%exploreEvery == 0)
+	b.hold, b.learning = hold, d > 0 && d == min(hold, 2*time.Millisecond)
+	return d
 }
 
 // minLinger is the shortest linger tried: the earlier design's floor (a
@@ -269,12 +286,13 @@ const minLinger = 50 * time.Microsecond
 // a client or two close behind: a longer wait for clients who are not
 // coming would delay those queued for nothing. And not at all when a 16th
 // is less than minLinger: in WAL on a local disk, where a batch holds the
-// lock for about 0.3 ms, the lock would stand idle for nothing.
-func lingerFor(hold, back time.Duration) time.Duration {
+// lock for about 0.3 ms, the lock would stand idle for nothing. explore
+// asks for a whole transaction, to learn back again.
+func lingerFor(hold, back time.Duration, explore bool) time.Duration {
 	switch {
 	case hold/16 < minLinger:
 		return 0
-	case back > 0 && back <= hold:
+	case explore || back > 0 && back <= hold:
 		return min(hold, 2*time.Millisecond)
 	default:
 		return min(hold/16, 2*time.Millisecond)
@@ -370,9 +388,12 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 	}
 	// The turn passes on, later when it lingers: a leader's own answer
 	// never waits for a later batch.
-	hold := sh.wait.holdTime()
-	if d := lingerFor(hold, sh.batch.backTime()); len(batch) > 1 && d > 0 {
-		sh.batch.linger(d, hold, len(batch), queued, sh.maxBatch())
+	var d time.Duration
+	if len(batch) > 1 {
+		d = sh.batch.lingerTime(sh.wait.holdTime())
+	}
+	if d > 0 {
+		sh.batch.linger(d, len(batch), queued, sh.maxBatch())
 	} else {
 		sh.batch.handOff()
 	}

@@ -62,7 +62,7 @@ func finish(b *batcher, leader *pending) {
 func TestALingerWaitsForTheClientsItAnswered(t *testing.T) {
 	var b batcher
 	b.active = true
-	b.linger(time.Hour, time.Hour, 3, 0, MaxBatch)
+	b.linger(time.Hour, 3, 0, MaxBatch)
 	leads := make(chan int, 3)
 	first := arrive(t, &b, 0, leads)
 	arrive(t, &b, 1, leads)
@@ -101,7 +101,7 @@ func TestALingerEndsInItsTime(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var b batcher
 			b.active = true
-			b.linger(c.d, c.d, c.answered, 0, c.most)
+			b.linger(c.d, c.answered, 0, c.most)
 			if c.over {
 				b.mu.Lock()
 				b.until = time.Now().Add(-time.Millisecond)
@@ -129,7 +129,7 @@ func TestALingerCountsAClientBackBeforeItStarts(t *testing.T) {
 	b.active = true
 	leads := make(chan int, 3)
 	first := arrive(t, &b, 0, leads) // back before the linger
-	b.linger(time.Hour, time.Hour, 3, 0, MaxBatch)
+	b.linger(time.Hour, 3, 0, MaxBatch)
 	arrive(t, &b, 1, leads)
 	arrive(t, &b, 2, leads)
 	if i := led(t, leads); i != 0 {
@@ -138,19 +138,24 @@ func TestALingerCountsAClientBackBeforeItStarts(t *testing.T) {
 	finish(&b, first)
 }
 
-// TestALingerLearnsHowFastClientsComeBack: a linger that ends with both
-// clients it answered back, 4 ms after it began, teaches 4 ms; one that
-// ends with one of four back, 3 ms after it began, teaches 12 ms (four
-// times as long), moved an eighth of the way from what was learnt: 5 ms.
-// A request of a client that was waiting before it began is not one back,
-// and a linger no one came back to teaches twice a transaction.
+// TestALingerLearnsHowFastClientsComeBack: a linger of a whole
+// transaction that ends with both clients it answered back, 4 ms after it
+// began, teaches 4 ms; one that ends with one of four back, 3 ms after it
+// began, teaches 12 ms (four times as long), moved an eighth of the way
+// from what was learnt: 5 ms. A request of a client that was waiting
+// before it began is not one back; a linger of a whole transaction no one
+// came back to teaches twice a transaction; a linger of a 16th of one
+// teaches nothing (a tester's finding: one that nobody came back to, after
+// a batch of two, taught 0.2 ms, and the next lasted a whole transaction
+// for nobody).
 func TestALingerLearnsHowFastClientsComeBack(t *testing.T) {
 	var b batcher
 	began := time.Unix(1_800_000_000, 0)
-	end := func(answered, had, back int, after time.Duration) time.Duration {
+	end := func(learning bool, answered, had, back int, after time.Duration) time.Duration {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.active, b.lingering, b.began, b.had, b.answered, b.hold = true, true, began, had, answered, 1700*time.Microsecond
+		b.active, b.lingering, b.began, b.had, b.answered = true, true, began, had, answered
+		b.hold, b.learning = 1700*time.Microsecond, learning
 		b.queue = make([]*pending, had+back)
 		for i := range b.queue {
 			b.queue[i] = newPending(context.Background(), limiter.Attempt{}, false)
@@ -158,20 +163,53 @@ func TestALingerLearnsHowFastClientsComeBack(t *testing.T) {
 		b.endLinger(began.Add(after))
 		return b.back
 	}
-	if got := end(2, 0, 2, 4*time.Millisecond); got != 4*time.Millisecond {
+	if got := end(true, 2, 0, 2, 4*time.Millisecond); got != 4*time.Millisecond {
 		t.Errorf("both back in 4 ms: learnt %v, want 4ms", got)
 	}
-	if got := end(4, 1, 1, 3*time.Millisecond); got != 5*time.Millisecond {
+	if got := end(true, 4, 1, 1, 3*time.Millisecond); got != 5*time.Millisecond {
 		t.Errorf("one of four back in 3 ms, after 4 ms: learnt %v, want 5ms", got)
 	}
-	// None back: slower than a transaction, however short the linger (a
-	// tester's finding: 0.1 ms after a batch of two taught 0.2 ms, and the
-	// next linger lasted a whole transaction for nobody).
 	b = batcher{}
-	if got := end(2, 3, 0, 100*time.Microsecond); got != 3400*time.Microsecond {
-		t.Errorf("none of two back in 0.1 ms: learnt %v, want twice a transaction of 1.7 ms", got)
+	if got := end(false, 2, 3, 0, 100*time.Microsecond); got != 0 {
+		t.Errorf("none of two back in a short linger: learnt %v, want nothing", got)
 	}
-	if d := lingerFor(1700*time.Microsecond, b.back); d != 106250*time.Nanosecond {
-		t.Errorf("after a linger no one came back to, the next lingers %v, want a 16th of a transaction", d)
+	if got := end(false, 2, 0, 1, 100*time.Microsecond); got != 0 {
+		t.Errorf("one of two back in a short linger: learnt %v, want nothing", got)
+	}
+	if got := end(true, 2, 3, 0, 1700*time.Microsecond); got != 3400*time.Microsecond {
+		t.Errorf("none of two back in a whole transaction of 1.7 ms: learnt %v, want twice that", got)
+	}
+}
+
+// TestALingerExploresEverySixteenth: with nothing learnt, or clients
+// learnt to be slow, a turn lingers a 16th of a transaction, except every
+// 16th linger, a whole one, which learns; with clients learnt to be
+// quick, every linger is a whole one and learns.
+func TestALingerExploresEverySixteenth(t *testing.T) {
+	hold := 1700 * time.Microsecond
+	for _, back := range []time.Duration{0, 2 * hold} {
+		b := batcher{back: back}
+		for i := 1; i <= 2*exploreEvery; i++ {
+			d, want := b.lingerTime(hold), hold/16
+			if i%exploreEvery == 0 {
+				want = hold
+			}
+			if d != want || b.learning != (want == hold) {
+				t.Errorf("clients back in %v, linger %d: %v, learning %v; want %v", back, i, d, b.learning, want)
+			}
+		}
+	}
+	b := batcher{back: hold / 2}
+	for i := 1; i <= exploreEvery; i++ {
+		if d := b.lingerTime(hold); d != hold || !b.learning {
+			t.Errorf("clients back in %v, linger %d: %v, learning %v; want %v, learning", hold/2, i, d, b.learning, hold)
+		}
+	}
+	// In WAL on a local disk, never.
+	b = batcher{}
+	for i := 1; i <= exploreEvery; i++ {
+		if d := b.lingerTime(300 * time.Microsecond); d != 0 || b.learning {
+			t.Errorf("a transaction of 0.3 ms, linger %d: %v, learning %v; want none", i, d, b.learning)
+		}
 	}
 }

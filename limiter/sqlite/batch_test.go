@@ -254,7 +254,9 @@ func queryColumn(t *testing.T, db *sql.DB, query string) []string {
 // fraction of a millisecond, not at all, since its clients could not be
 // back in time and the linger would leave the lock idle. Where the
 // clients of a batch have been coming back within a transaction (back),
-// for a whole transaction, up to 2 ms: they form one batch.
+// for a whole transaction, up to 2 ms: they form one batch. (Exploring,
+// a whole transaction whatever was learnt, where a turn lingers at all:
+// TestALingerExploresEverySixteenth.)
 func TestATurnLingersOnlyWhereItCanGather(t *testing.T) {
 	for _, c := range []struct {
 		hold, back, want time.Duration
@@ -271,7 +273,7 @@ func TestATurnLingersOnlyWhereItCanGather(t *testing.T) {
 		{90 * time.Millisecond, 0, 2 * time.Millisecond}, // EFS
 		{90 * time.Millisecond, time.Millisecond, 2 * time.Millisecond},
 	} {
-		if got := sqlite.LingerFor(c.hold, c.back); got != c.want {
+		if got := sqlite.LingerFor(c.hold, c.back, false); got != c.want {
 			t.Errorf("a transaction of %v, clients back in %v: lingers %v, want %v", c.hold, c.back, got, c.want)
 		}
 	}
