@@ -72,16 +72,15 @@ type batcher struct {
 
 	// A lingering turn (see linger) passes to the first waiter once want
 	// wait, or at until; gen tells its timer from a later linger's. It
-	// began at began, with had waiting, after answering answered, its
-	// transactions holding the lock for hold; learning, it lasts a whole
-	// transaction (lingerTime).
+	// began at began, had waiting when its batch was answered, its
+	// transactions holding the lock for hold; a learning one is a whole
+	// linger, not a 16th of one (lingerTime).
 	lingering bool
 	want      int
 	until     time.Time
 	gen       uint64
 	began     time.Time
 	had       int
-	answered  int
 	hold      time.Duration
 	learning  bool
 	// back is a moving average of how long a batch's clients take to
@@ -130,7 +129,10 @@ func (b *batcher) turn(p *pending) bool {
 	}
 	b.queue = append(b.queue, p)
 	if b.lingering {
-		if now := time.Now(); len(b.queue) >= b.want || !now.Before(b.until) {
+		// A cross-shard transaction ends it at once: the next batch
+		// stops at it (take), so waiting longer would only delay it,
+		// and the other shards whose turns it holds.
+		if now := time.Now(); len(b.queue) >= b.want || !now.Before(b.until) || p.token {
 			b.endLinger(now)
 		}
 	}
@@ -209,7 +211,7 @@ func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 	b.gen++
 	now := time.Now()
 	b.lingering, b.want, b.until = true, want, now.Add(d)
-	b.began, b.had, b.answered = now, len(b.queue), answered
+	b.began, b.had = now, queued
 	gen := b.gen
 	time.AfterFunc(d, func() {
 		b.mu.Lock()
@@ -220,51 +222,62 @@ func (b *batcher) linger(d time.Duration, answered, queued, most int) {
 	})
 }
 
-// endLinger passes a lingering turn on; one of a whole transaction
-// (learning) learns from it how long the batch's clients take to come
-// back: the time it lasted, scaled by the share of them that came (half
-// back in 0.2 ms: 0.4 ms), or, none back, twice a transaction. Requests of
-// other clients count as theirs, so under a load of many clients each
-// paced by its own clock (not waiting for its answer to send again) it is
-// the time that many requests take to arrive. A 16th of a transaction is
-// too short to tell: in the local server's two groups of 16 clients none
-// was back within it, and a linger no one came back to, scaled as if one
-// had, taught a batch of two that nobody came back to that they came
-// back in 0.2 ms. It ends at now; the batcher's mu is held.
+// endLinger passes a lingering turn on; a learning one (a whole linger)
+// learns from it how long the batch's clients take to come back: the time
+// it lasted, scaled by the share of those it waited for that came (the
+// batch's clients, those back before it began among them, not those that
+// were already waiting when the batch was answered): half back in 0.2 ms,
+// 0.4 ms. Twice a whole linger at most, and that with none back: anything
+// above a whole linger means slow, and a larger sample (none of 32 back,
+// 54 ms) took some 200 batches to unlearn. Requests of other clients
+// count as the batch's, so under a load of many clients each paced by
+// its own clock (not waiting for its answer to send again) it is the time
+// that many requests take to arrive. A 16th of a transaction is too short
+// to tell: in the local server's two groups of 16 clients none was back
+// within it, and a linger no one came back to, scaled as if one had,
+// taught a batch of two that nobody came back to that they came back in
+// 0.2 ms. It ends at now; the batcher's mu is held.
 func (b *batcher) endLinger(now time.Time) {
 	b.lingering = false
 	if b.learning {
-		came := min(len(b.queue)-b.had, b.answered)
-		sample := now.Sub(b.began) * time.Duration(b.answered) / time.Duration(max(came, 1))
-		if came <= 0 {
-			sample = max(sample, 2*b.hold)
+		whole := wholeLinger(b.hold)
+		waited := b.want - b.had
+		sample := 2 * whole
+		if came := min(len(b.queue)-b.had, waited); came > 0 {
+			sample = min(now.Sub(b.began)*time.Duration(waited)/time.Duration(came), sample)
 		}
 		if b.back == 0 {
 			b.back = sample
 		} else {
-			b.back += (sample - b.back) / 8
+			b.back += (sample - b.back) / 4
 		}
 	}
 	b.handOffLocked()
 }
 
-// exploreEvery: every so many lingers, one lasts a whole transaction
-// whatever was learnt, to learn again (a client load that changes from
-// paced to waiting for its answers is seen within as many batches).
+// exploreEvery: every so many lingers, one is a whole linger whatever was
+// learnt, to learn again: clients that start coming back quickly are seen
+// at the next such linger, each of which moves what was learnt a quarter
+// of the way.
 const exploreEvery = 16
 
 // lingerTime is how long the turn lingers after a batch of several, its
-// transactions holding the lock for hold (lingerFor): a whole transaction
-// where the batch's clients have been coming back within one, and every
-// exploreEvery-th linger, which is how lingers learn.
+// transactions holding the lock for hold (lingerFor): a whole linger where
+// the batch's clients have been coming back within one, and every
+// exploreEvery-th linger, which is how lingers learn; a 16th of a
+// transaction otherwise; none in WAL on a local disk.
 func (b *batcher) lingerTime(hold time.Duration) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lingers++
 	d := lingerFor(hold, b.back, b.lingers%exploreEvery == 0)
-	b.hold, b.learning = hold, d > 0 && d == min(hold, 2*time.Millisecond)
+	b.hold, b.learning = hold, d > 0 && d == wholeLinger(hold)
 	return d
 }
+
+// wholeLinger is the longest a turn lingers when its transactions hold
+// the lock for hold: one of them, 2 ms at most.
+func wholeLinger(hold time.Duration) time.Duration { return min(hold, 2*time.Millisecond) }
 
 // minLinger is the shortest linger tried: the earlier design's floor (a
 // linger had to last one 50 µs look at the queue), kept because where a
@@ -277,23 +290,23 @@ const minLinger = 50 * time.Microsecond
 // lingerFor is how long the turn lingers after a batch of several when a
 // transaction holds the lock for hold and the batch's clients have taken
 // back to come back (0: not learnt yet). Where they come back within a
-// transaction (a busy local server, each client sending again once
-// answered), a whole transaction, at most 2 ms: gathering them all in one
+// transaction, 2 ms at most (a busy local server, each client sending
+// again once answered), that long (wholeLinger): gathering them all in one
 // batch saves one transaction's fixed cost (in DELETE on a local disk,
 // four fsyncs and an unlink, 1.2 of its 1.7 ms) for a wait no longer than
 // it, and a busy local server decides 11-16% more (BENCHMARKS.md,
-// "Eighteenth run"). Otherwise a 16th of it, at most 2 ms, enough for
+// "Eighteenth run", "Nineteenth run"). Otherwise a 16th of it, at most 2 ms, enough for
 // a client or two close behind: a longer wait for clients who are not
 // coming would delay those queued for nothing. And not at all when a 16th
 // is less than minLinger: in WAL on a local disk, where a batch holds the
 // lock for about 0.3 ms, the lock would stand idle for nothing. explore
-// asks for a whole transaction, to learn back again.
+// asks for a whole linger, to learn back again.
 func lingerFor(hold, back time.Duration, explore bool) time.Duration {
 	switch {
 	case hold/16 < minLinger:
 		return 0
-	case explore || back > 0 && back <= hold:
-		return min(hold, 2*time.Millisecond)
+	case explore || back > 0 && back <= wholeLinger(hold):
+		return wholeLinger(hold)
 	default:
 		return min(hold/16, 2*time.Millisecond)
 	}

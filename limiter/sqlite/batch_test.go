@@ -270,7 +270,9 @@ func TestATurnLingersOnlyWhereItCanGather(t *testing.T) {
 		{1700 * time.Microsecond, 1701 * time.Microsecond, 106250 * time.Nanosecond}, // back later than a transaction
 		{10 * time.Millisecond, 0, 625 * time.Microsecond},
 		{10 * time.Millisecond, time.Millisecond, 2 * time.Millisecond},
-		{90 * time.Millisecond, 0, 2 * time.Millisecond}, // EFS
+		{10 * time.Millisecond, 3 * time.Millisecond, 625 * time.Microsecond},       // back later than the 2 ms it would wait
+		{1700 * time.Microsecond, 1700 * time.Microsecond, 1700 * time.Microsecond}, // back just within one
+		{90 * time.Millisecond, 0, 2 * time.Millisecond},                            // EFS
 		{90 * time.Millisecond, time.Millisecond, 2 * time.Millisecond},
 	} {
 		if got := sqlite.LingerFor(c.hold, c.back, false); got != c.want {
