@@ -294,8 +294,8 @@ const minLinger = 50 * time.Microsecond
 // again once answered), that long (wholeLinger): gathering them all in one
 // batch saves one transaction's fixed cost (in DELETE on a local disk,
 // four fsyncs and an unlink, 1.2 of its 1.7 ms) for a wait no longer than
-// it, and a busy local server decides 11-16% more (BENCHMARKS.md,
-// "Eighteenth run", "Nineteenth run"). Otherwise a 16th of it, at most 2 ms, enough for
+// it, and a busy local server decides up to 16% more (BENCHMARKS.md,
+// "Eighteenth run" to "Twentieth run"). Otherwise a 16th of it, at most 2 ms, enough for
 // a client or two close behind: a longer wait for clients who are not
 // coming would delay those queued for nothing. And not at all when a 16th
 // is less than minLinger: in WAL on a local disk, where a batch holds the
