@@ -309,15 +309,7 @@ func jsonProblem(err error) string {
 	var syn *json.SyntaxError
 	switch {
 	case errors.As(err, &typ) && typ.Field != "" && typ.Type == reflect.TypeFor[*beyond]():
-		member, v := typ.Field[strings.LastIndex(typ.Field, ".")+1:], typ.Value
-		if len(v) > 40 {
-			v = v[:40] + "…" // digits: no character is cut
-		}
-		than := "more"
-		if strings.HasPrefix(v, "-") {
-			than = "less"
-		}
-		return fmt.Sprintf("%q is %s, %s than any %s can be", member, v, than, member)
+		return strictjson.Beyond(typ.Field[strings.LastIndex(typ.Field, ".")+1:], typ.Value)
 	case errors.As(err, &typ) && typ.Field != "":
 		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Int64: "a whole number",
 			reflect.Bool: "true or false", reflect.Slice: "an array"}[typ.Type.Kind()]

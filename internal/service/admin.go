@@ -2,9 +2,9 @@ package service
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"path"
 	"slices"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
-	"github.com/ft251/ratelimit/internal/strictjson"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -149,19 +148,13 @@ func (a *API) putOverride(req *request, t adminTarget) error {
 	}
 	// Whole numbers in any form JSON writes them, as /check's cost.
 	var o limiter.Override
-	var err error
-	switch o.Limit, err = strictjson.Whole(in.Limit); {
-	case errors.Is(err, strictjson.ErrRange) && o.Limit > 0:
-		return badAdmin(tooLarge("limit", in.Limit))
-	case err != nil:
-		return badAdmin(fmt.Sprintf(`"limit" must be a whole number, not %s`, truncate(string(in.Limit), 40)))
+	var bad string
+	if o.Limit, bad = wholeMember("limit", in.Limit, math.MinInt64); bad != "" {
+		return badAdmin(bad)
 	}
 	if in.Burst != nil {
-		switch o.Burst, err = strictjson.Whole(in.Burst); {
-		case errors.Is(err, strictjson.ErrRange) && o.Burst > 0:
-			return badAdmin(tooLarge("burst", in.Burst))
-		case err != nil || o.Burst < 1:
-			return badAdmin(fmt.Sprintf(`"burst" must be a whole number of at least 1, not %s`, truncate(string(in.Burst), 40)))
+		if o.Burst, bad = wholeMember("burst", in.Burst, 1); bad != "" {
+			return badAdmin(bad)
 		}
 	}
 	if err := o.Validate(t.policy); err != nil {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ft251/ratelimit/internal/strictjson"
@@ -154,11 +156,23 @@ func jsonProblem(err error, example string) string {
 	return "invalid JSON"
 }
 
-// tooLarge says that a body's member, a whole number beyond int64
-// (strictjson.ErrRange), is more than the member can ever be: it is a
-// whole number, which "must be a whole number" would deny.
-func tooLarge(member string, raw json.RawMessage) string {
-	return fmt.Sprintf("%q is %s, more than any %s can be", member, truncate(string(raw), 40), member)
+// wholeMember reads raw, a body's member, as a whole number in any form
+// JSON writes one, of at least least (math.MinInt64: any), or says why it
+// is not one: above int64 (strictjson.Beyond), or no whole number, or
+// less than least (a literal below int64 is told as no whole number).
+func wholeMember(member string, raw json.RawMessage, least int64) (int64, string) {
+	n, err := strictjson.Whole(raw)
+	switch {
+	case errors.Is(err, strictjson.ErrRange) && n > 0:
+		return 0, strictjson.Beyond(member, string(raw))
+	case err != nil || n < least:
+		atLeast := ""
+		if least != math.MinInt64 {
+			atLeast = " of at least " + strconv.FormatInt(least, 10)
+		}
+		return 0, fmt.Sprintf("%q must be a whole number%s, not %s", member, atLeast, truncate(string(raw), 40))
+	}
+	return n, ""
 }
 
 // kindName names a Go type of a body's member as JSON would.

@@ -3,14 +3,11 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
-	"github.com/ft251/ratelimit/internal/strictjson"
 	"github.com/ft251/ratelimit/limiter"
 )
 
@@ -103,12 +100,9 @@ func (a *API) checkRequest(req *request, in checkRequest) (limiter.Request, erro
 	}
 	var cost int64 = 1
 	if in.Cost != nil {
-		var err error
-		switch cost, err = strictjson.Whole(in.Cost); {
-		case errors.Is(err, strictjson.ErrRange) && cost > 0:
-			return limiter.Request{}, badCheck(tooLarge("cost", in.Cost))
-		case err != nil || cost < 1:
-			return limiter.Request{}, badCheck(fmt.Sprintf(`"cost" must be a whole number of at least 1, not %s`, truncate(string(in.Cost), 40)))
+		var bad string
+		if cost, bad = wholeMember("cost", in.Cost, 1); bad != "" {
+			return limiter.Request{}, badCheck(bad)
 		}
 	}
 	var names []string

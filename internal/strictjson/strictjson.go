@@ -175,6 +175,21 @@ var (
 	ErrRange    = errors.New("a whole number beyond int64")
 )
 
+// Beyond says that member, whose literal raw Whole read as ErrRange, is
+// more (or less) than any such member can be: it is a whole number, which
+// "must be a whole number" would deny. A long literal is cut at 40 bytes
+// (its bytes are ASCII: no character is cut).
+func Beyond(member, raw string) string {
+	than := "more"
+	if strings.HasPrefix(raw, "-") {
+		than = "less"
+	}
+	if len(raw) > 40 {
+		raw = raw[:40] + "…"
+	}
+	return fmt.Sprintf("%q is %s, %s than any %s can be", member, raw, than, member)
+}
+
 // Whole reads a JSON number literal whose value is a whole number,
 // in any of the forms JSON writes one (100, 1e2, 100.0, 1.00e2), from
 // -9223372036854775807 to 9223372036854775807 (the callers bound it
