@@ -26,9 +26,10 @@ import (
 //     transaction ends, the first of them leads the next: it takes the
 //     queue (up to MaxBatch), decides each attempt in turn inside one
 //     write transaction, each upsert seeing the counts of those before it,
-//     each attempt keeping its own outcome and its own audit record,
-//     commits, answers each, and hands the lead to the next waiter. Its
-//     own answer never waits for a later batch.
+//     each attempt keeping its own outcome and its own audit record (in
+//     two statements for a run of window checks, bulk.go), commits,
+//     answers each, and hands the lead to the next waiter. Its own
+//     answer never waits for a later batch.
 //   - After a batch of several, the turn lingers a moment for the next
 //     requests of the clients it just answered, so that they form one
 //     batch rather than a batch of one and one of the rest (see linger):
@@ -69,6 +70,7 @@ type batcher struct {
 	batches, decided, largest atomic.Int64
 	across                    atomic.Int64 // cross-shard decisions led from this shard
 	handed, served            atomic.Int64 // attempts decided by another process, and for others (handoff.go)
+	bulked                    atomic.Int64 // attempts decided in bulk (bulk.go)
 
 	// A lingering turn (see linger) passes to the first waiter once want
 	// wait, or at until; gen tells its timer from a later linger's. It
@@ -443,8 +445,10 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 			defer ho.done()
 		}
 	}
-	served := 0
+	served, bulked := 0, 0
+	var used *handle
 	err := sh.writeHanding(ctx, "decide", func(tx *sql.Tx, h *handle) error {
+		used = h
 		st := h.stmts.in(ctx, tx)
 		at := func(string) *statements { return st }
 		if ho != nil {
@@ -452,23 +456,29 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 				return err
 			}
 		}
+		var todo []int
+		var as []limiter.Attempt
 		for i, p := range batch {
 			if ho != nil && ho.got[i] {
 				outs[i] = ho.outs[i]
 				continue
 			}
-			var err error
-			if outs[i], err = decideTx(ctx, at, p.a); err != nil {
-				return err
-			}
+			todo, as = append(todo, i), append(as, p.a)
 		}
+		decided, n, err := decideInOrder(ctx, tx, h, st, as)
+		if err != nil {
+			return err
+		}
+		for j, i := range todo {
+			outs[i] = decided[j]
+		}
+		bulked = n
 		if err := beforeCommit(sh.path); err != nil {
 			return err
 		}
 		if ho == nil {
 			return nil
 		}
-		var err error
 		served, err = sh.serve(ctx, tx, ho, at, sh.maxBatch()-len(batch))
 		return err
 	}, ho)
@@ -483,6 +493,9 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if used != nil {
+		used.bulk.prepareWanted(ctx, used.db)
+	}
 	if ho != nil {
 		sh.batch.handed.Add(int64(ho.found))
 		if ho.answered {
@@ -491,6 +504,7 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 		}
 	}
 	sh.batch.served.Add(int64(served))
+	sh.batch.bulked.Add(int64(bulked))
 	sh.batch.batches.Add(1)
 	sh.batch.decided.Add(int64(len(batch)))
 	storeMax(&sh.batch.largest, int64(len(batch)))

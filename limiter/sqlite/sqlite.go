@@ -184,6 +184,7 @@ type handle struct {
 	file  os.FileInfo // identity of the file opened, for the moved check
 	probe *probe      // nil for a read-only store, or where unavailable
 	stmts statements
+	bulk  bulkStatements
 
 	// Guarded by the shard's mu: calls in flight on the handle, and whether it
 	// has been retired, to be closed when the last of them ends.

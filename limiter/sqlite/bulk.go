@@ -1,0 +1,299 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ft251/ratelimit/internal/decide"
+	"github.com/ft251/ratelimit/limiter"
+)
+
+// Deciding a batch in bulk.
+//
+// A decision made alone costs two statements: its count (countSQL) and
+// its audit record (auditSQL). Most of what a statement costs in the
+// driver is the same whatever it does (the call, the binding, the VM's
+// setup and reset), so a batch decided one attempt at a time spends most
+// of its transaction on that. Consecutive attempts of a batch that
+// countsInOne would count in one statement each, and whose charges all
+// count in one window (one start, one length, one previous window), are
+// decided together instead, in two statements however many they are:
+//
+//   - one upsert of a row per charge (bulkCountSQL) returns each row's new
+//     count with what countSQL reads beside it: the previous window's
+//     count and the key's override. Neither is a row the upsert writes
+//     (every row it writes starts at the one window, and the previous one
+//     starts before it), so each reads as it was before the attempts.
+//   - the policies decide each attempt in turn, in Go, as decideTx would;
+//   - one insert (bulkAuditSQL) writes the allowed ones' audit records, in
+//     the attempts' order.
+//
+// Each attempt's counts are exactly those it would have had alone: every
+// charge of a run adds one to its row, so the counts RETURNING gives a
+// row, in whatever order SQLite emits them, are the row's count before
+// the run plus one, two, and so on (saturating at decide.CountCap), and
+// the smallest belongs to the first charge on that row in the batch's
+// order, the next to the second, as if they had been counted one by one.
+// Everything else (GCRA, costs, a run of one) is decided by decideTx.
+// BenchmarkBatchOf16 and BENCHMARKS.md have what this saves.
+
+// maxBulk bounds the rows of one bulk statement: 64 charges, 384
+// parameters in the audit insert, far below SQLite's limit. A longer run
+// is decided in several.
+const maxBulk = 64
+
+// bulkCountSQL is upsertSQL of n rows of one unit each, in the window
+// starting at ?1 of ?2 seconds, capped at ?3, returning with each row's
+// count the count of the window starting at ?4 (NULL: none) and the
+// key's override limit (a window has no burst); the rows' keys are ?5
+// onwards.
+func bulkCountSQL(n int) string {
+	return "INSERT INTO rate_limit_windows (key, window_start, count, window_seconds)\nVALUES " +
+		tuples(n, func(i int) string { return "?" + strconv.Itoa(i+5) + ", ?1, 1, ?2" }) + `
+ON CONFLICT (key, window_start) DO UPDATE SET count = min(count + excluded.count, ?3)
+RETURNING key, count,
+  (SELECT count FROM rate_limit_windows p WHERE p.key = rate_limit_windows.key AND p.window_start = ?4),
+  (SELECT "limit" FROM overrides o WHERE o.key = rate_limit_windows.key)`
+}
+
+// bulkAuditSQL is auditSQL of n rows, six parameters each.
+func bulkAuditSQL(n int) string {
+	return "INSERT INTO api_calls (key, window_start, called_at, route, request_id, cost)\nVALUES " +
+		tuples(n, func(i int) string {
+			p := make([]string, 6)
+			for j := range p {
+				p[j] = "?" + strconv.Itoa(6*i+j+1)
+			}
+			return strings.Join(p, ", ")
+		})
+}
+
+// tuples is n rows of a VALUES clause, row(i) the values of the i-th.
+func tuples(n int, row func(i int) string) string {
+	r := make([]string, n)
+	for i := range r {
+		r[i] = "(" + row(i) + ")"
+	}
+	return strings.Join(r, ", ")
+}
+
+// bulkStatements are a handle's bulk statements, one of each size a run
+// has needed. They are prepared outside any transaction (prepareWanted):
+// the handle has one connection, which a transaction holds, and
+// database/sql prepares a statement on a connection it takes from the
+// pool. A run whose statement is not prepared yet is decided as if bulk
+// did not exist, and asks for it.
+type bulkStatements struct {
+	mu           sync.Mutex
+	count, audit [maxBulk + 1]*sql.Stmt
+	want         [2][maxBulk + 1]bool // count, audit
+}
+
+// get returns the statement of n rows of cache (kind 0: count, 1:
+// audit), or nil, asking for it, when it is not prepared yet.
+func (bs *bulkStatements) get(kind, n int) *sql.Stmt {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	st := bs.cache(kind)[n]
+	if st == nil {
+		bs.want[kind][n] = true
+	}
+	return st
+}
+
+func (bs *bulkStatements) cache(kind int) *[maxBulk + 1]*sql.Stmt {
+	if kind == 0 {
+		return &bs.count
+	}
+	return &bs.audit
+}
+
+// prepareWanted prepares on db the statements asked for since it last
+// ran. It runs after a transaction, the connection back in the pool; an
+// error (the handle closed meanwhile) leaves the statement wanted.
+func (bs *bulkStatements) prepareWanted(ctx context.Context, db *sql.DB) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	for kind, build := range []func(int) string{bulkCountSQL, bulkAuditSQL} {
+		for n, want := range bs.want[kind] {
+			if !want {
+				continue
+			}
+			st, err := db.PrepareContext(ctx, build(n))
+			if err != nil {
+				return
+			}
+			bs.cache(kind)[n], bs.want[kind][n] = st, false
+		}
+	}
+}
+
+// bulkWindow is the window a bulk statement counts in.
+type bulkWindow struct {
+	start   string
+	prev    any // previousStart's
+	seconds int64
+}
+
+// bulkRun is how many of as, from the first, one bulk statement can
+// decide: each counted in one statement (countsInOne), every charge in one
+// window, maxBulk charges at most. Below two, as[0] is decided alone.
+func bulkRun(as []limiter.Attempt) int {
+	var w bulkWindow
+	rows := 0
+	for i, a := range as {
+		if !countsInOne(a) || rows+len(a.Charges) > maxBulk {
+			return i
+		}
+		for _, c := range a.Charges {
+			start := decide.WindowStart(a.Now, c.Policy.Window)
+			cw := bulkWindow{decide.FormatWindow(start), previousStart(c.Policy, start), decide.WindowSeconds(c.Policy)}
+			if rows == 0 {
+				w = cw
+			} else if cw != w {
+				return i
+			}
+			rows++
+		}
+	}
+	return len(as)
+}
+
+// decideInOrder decides as in turn in tx, on h, each seeing the counts of
+// those before it: runs of two or more that bulkRun finds in bulk, any
+// other attempt alone with st (decideTx). It reports how many it decided
+// in bulk.
+func decideInOrder(ctx context.Context, tx *sql.Tx, h *handle, st *statements, as []limiter.Attempt) ([]decide.Outcome, int, error) {
+	at := func(string) *statements { return st }
+	outs := make([]decide.Outcome, len(as))
+	bulked := 0
+	for i := 0; i < len(as); {
+		n := bulkRun(as[i:])
+		if n >= 2 && h.bulk.get(0, rowsOf(as[i:i+n])) != nil {
+			if err := h.bulk.decide(ctx, tx, st, as[i:i+n], outs[i:i+n]); err != nil {
+				return nil, 0, err
+			}
+			i, bulked = i+n, bulked+n
+			continue
+		}
+		for range max(n, 1) {
+			o, err := decideTx(ctx, at, as[i])
+			if err != nil {
+				return nil, 0, err
+			}
+			outs[i] = o
+			i++
+		}
+	}
+	return outs, bulked, nil
+}
+
+// rowsOf is how many charges as have.
+func rowsOf(as []limiter.Attempt) int {
+	n := 0
+	for _, a := range as {
+		n += len(a.Charges)
+	}
+	return n
+}
+
+// bulkRow is what bulkCountSQL returned for one key: its rows' counts,
+// smallest first, and what it read beside them.
+type bulkRow struct {
+	counts      []int64
+	prev, limit sql.NullInt64
+}
+
+// decide decides as, a run bulkRun found, in tx, into outs (see the top
+// of this file). As in decideTx, the statements run with ctx's values but
+// not its cancellation, ctx checked before each.
+func (bs *bulkStatements) decide(ctx context.Context, tx *sql.Tx, st *statements, as []limiter.Attempt, outs []decide.Outcome) error {
+	sctx := context.WithoutCancel(ctx)
+	rows, err := bs.countRun(ctx, sctx, tx, as)
+	if err != nil {
+		return ended(ctx, err)
+	}
+	var audit []any
+	for i, a := range as {
+		b := a
+		b.Charges = make([]limiter.Charge, len(a.Charges))
+		states := make([]decide.State, len(a.Charges))
+		for j, c := range a.Charges {
+			r := rows[decide.StoreKey(c.Policy, c.Key)]
+			if r == nil || len(r.counts) == 0 {
+				return fmt.Errorf("bulk count: no count returned for key %q", c.Key)
+			}
+			c.Policy = decide.Effective(c, overrideOf(r.limit, sql.NullInt64{}))
+			b.Charges[j], states[j] = c, decide.State{Cur: r.counts[0], Prev: r.prev.Int64}
+			r.counts = r.counts[1:]
+		}
+		outs[i] = decide.Decide(b, states)
+		if outs[i].Allowed {
+			first := a.Charges[0]
+			audit = append(audit, first.Key, decide.FormatWindow(decide.WindowStart(a.Now, first.Policy.Window)),
+				a.Now.UTC().Format(decide.CalledAtLayout), a.Route, a.RequestID, decide.Units(first))
+		}
+	}
+	if len(audit) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if stmt := bs.get(1, len(audit)/6); stmt != nil {
+		_, err = tx.StmtContext(ctx, stmt).ExecContext(sctx, audit...)
+		return ended(ctx, err)
+	}
+	for i := 0; i < len(audit); i += 6 {
+		if _, err := st.audit.ExecContext(sctx, audit[i:i+6]...); err != nil {
+			return ended(ctx, err)
+		}
+	}
+	return nil
+}
+
+// countRun runs bulkCountSQL for the charges of as and returns its rows by
+// store key.
+func (bs *bulkStatements) countRun(ctx, sctx context.Context, tx *sql.Tx, as []limiter.Attempt) (map[string]*bulkRow, error) {
+	first := as[0].Charges[0]
+	start := decide.WindowStart(as[0].Now, first.Policy.Window)
+	args := []any{decide.FormatWindow(start), decide.WindowSeconds(first.Policy), decide.CountCap, previousStart(first.Policy, start)}
+	for _, a := range as {
+		for _, c := range a.Charges {
+			args = append(args, decide.StoreKey(c.Policy, c.Key))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rs, err := tx.StmtContext(ctx, bs.get(0, len(args)-4)).QueryContext(sctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	byKey := make(map[string]*bulkRow, len(args)-4)
+	for rs.Next() {
+		var key string
+		var count int64
+		var r bulkRow
+		if err := rs.Scan(&key, &count, &r.prev, &r.limit); err != nil {
+			return nil, err
+		}
+		if byKey[key] == nil {
+			byKey[key] = &r
+		}
+		byKey[key].counts = append(byKey[key].counts, count)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	for _, r := range byKey {
+		slices.Sort(r.counts)
+	}
+	return byKey, nil
+}
