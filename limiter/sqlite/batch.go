@@ -411,13 +411,13 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 		// those are requests about to ask for a turn, which then
 		// queue behind it and join its batch instead of waiting for
 		// the next. Where transactions are short, and no turn lingers
-		// (lingerFor), a busy local server otherwise alternated a
-		// batch of one with a batch of the rest: in WAL, 53% of its
-		// batches were of one, 10% with the yield, the mean batch 6.9
-		// decisions and 11.8 (BENCHMARKS.md, "Twenty-first run"). With
-		// nothing else ready to run, it returns at once. Not where
-		// turns linger: there the linger gathers the clients, and the
-		// yield measured slower.
+		// (lingerFor), a busy process otherwise alternated a batch of
+		// one with a batch of the rest: the store's load test (32
+		// clients, WAL) decided 7.1-7.5 decisions a batch without the
+		// yield, 14.8-15.0 with it, and 15% more a second
+		// (BENCHMARKS.md, "Twenty-first run"). With nothing else ready
+		// to run, it returns at once. Not where turns linger: there the
+		// linger gathers the clients, and the yield measured slower.
 		runtime.Gosched()
 	}
 	batch := sh.batch.take(p, sh.maxBatch())
