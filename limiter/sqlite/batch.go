@@ -74,6 +74,7 @@ type batcher struct {
 	across                    atomic.Int64 // cross-shard decisions led from this shard
 	handed, served            atomic.Int64 // attempts decided by another process, and for others (handoff.go)
 	bulked                    atomic.Int64 // attempts decided in bulk (bulk.go)
+	queuedAt                  atomic.Int64 // when a request last queued, in Unix nanoseconds
 
 	// A lingering turn (see linger) passes to the first waiter once want
 	// wait, or at until; gen tells its timer from a later linger's. It
@@ -136,6 +137,7 @@ func (b *batcher) turn(p *pending) bool {
 	}
 	b.queue = append(b.queue, p)
 	p.queued = true
+	b.queuedAt.Store(time.Now().UnixNano())
 	if b.lingering {
 		// A cross-shard transaction ends it at once: the next batch
 		// stops at it (take), so waiting longer would only delay it,
@@ -324,6 +326,30 @@ func lingerFor(hold, back time.Duration, explore bool) time.Duration {
 // too short for a turn to linger after them (lingerFor).
 func shortHold(hold time.Duration) bool { return hold/16 < minLinger }
 
+// yieldsFirst reports whether a request that finds no transaction in
+// flight lets the goroutines ready to run go first (allow), where
+// transactions hold the lock for hold and a request last had to queue
+// for the shard since ago. Only where no turn lingers (shortHold): there
+// the linger gathers the clients, and the yield measured slower. And
+// only where requests have queued within contendedWithin: a goroutine
+// that yields waits behind every one ready to run, which need not be
+// requests (work that computes, in a server that also does other
+// things, for its time slice: 10 ms, holding the shard's turn), so a
+// process whose requests come one at a time never yields.
+func yieldsFirst(hold, since time.Duration) bool {
+	return shortHold(hold) && since < contendedWithin
+}
+
+// contendedWithin is how recently a request must have queued for a shard
+// for its next leader to yield (yieldsFirst): a busy local server queues
+// every few hundred microseconds.
+const contendedWithin = 10 * time.Millisecond
+
+// sinceQueued is how long ago a request last queued (turn).
+func (b *batcher) sinceQueued() time.Duration {
+	return time.Duration(time.Now().UnixNano() - b.queuedAt.Load())
+}
+
 func (b *batcher) waiting() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -405,19 +431,18 @@ func (sh *shard) allow(ctx context.Context, a limiter.Attempt) (decide.Outcome, 
 	if !sh.batch.turn(p) {
 		return sh.answerOf(p)
 	}
-	if !p.queued && shortHold(sh.wait.holdTime()) {
-		// A request that found no transaction in flight lets the
-		// goroutines ready to run go first, once: in a busy process
-		// those are requests about to ask for a turn, which then
-		// queue behind it and join its batch instead of waiting for
-		// the next. Where transactions are short, and no turn lingers
-		// (lingerFor), a busy process otherwise alternated a batch of
-		// one with a batch of the rest: the store's load test (32
-		// clients, WAL) decided 7.1-7.5 decisions a batch without the
-		// yield, 14.8-15.0 with it, and 15% more a second
-		// (BENCHMARKS.md, "Twenty-first run"). With nothing else ready
-		// to run, it returns at once. Not where turns linger: there the
-		// linger gathers the clients, and the yield measured slower.
+	if !p.queued && yieldsFirst(sh.wait.holdTime(), sh.batch.sinceQueued()) {
+		// A request that found no transaction in flight, in a process
+		// whose requests have been queueing for this shard, lets the
+		// goroutines ready to run go first, once: those are mostly
+		// requests about to ask for a turn, which then queue behind it
+		// and join its batch instead of waiting for the next. Where
+		// transactions are short, and no turn lingers (lingerFor), a
+		// busy process otherwise alternated a batch of one with a batch
+		// of the rest: the store's load test (32 clients, WAL) decided
+		// 7.1-7.5 decisions a batch without the yield, 14.8-15.0 with
+		// it, and 15% more a second (BENCHMARKS.md, "Twenty-first
+		// run"). With nothing else ready to run, it returns at once.
 		runtime.Gosched()
 	}
 	batch := sh.batch.take(p, sh.maxBatch())
@@ -518,8 +543,13 @@ func (sh *shard) decideBatch(batch []*pending) ([]decide.Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	if used != nil {
-		used.bulk.prepareWanted(ctx, used.db)
+	if used != nil && used.bulk.wanted() {
+		// On a handle it holds a reference to, so that it is not
+		// closed under the prepare.
+		if h, err := sh.acquire(ctx); err == nil {
+			h.bulk.prepareWanted(ctx, h.db)
+			sh.release(h)
+		}
 	}
 	if ho != nil {
 		sh.batch.handed.Add(int64(ho.found))

@@ -300,8 +300,9 @@ func TestALeaderLetsThoseReadyToRunJoinItsBatch(t *testing.T) {
 	together := 0
 	for range 10 {
 		// A WAL transaction's on a local disk, as measured without the
-		// race detector, which makes them several times longer.
-		sqlite.SetHoldTime(s, 200*time.Microsecond)
+		// race detector, which makes them several times longer; and
+		// requests queueing, as in a busy process.
+		sqlite.SetBusy(s, 200*time.Microsecond)
 		before := s.Stats()
 		var wg sync.WaitGroup
 		for i := range 3 {
@@ -315,5 +316,32 @@ func TestALeaderLetsThoseReadyToRunJoinItsBatch(t *testing.T) {
 	}
 	if together < 6 {
 		t.Errorf("four requests ready together formed one batch in %d tries of 10; want most", together)
+	}
+}
+
+// A leader yields (TestALeaderLetsThoseReadyToRunJoinItsBatch) only where
+// it can gather anything and nothing else gathers: transactions too
+// short for a turn to linger, and requests queueing for the shard lately.
+// A process whose requests come one at a time never yields: a yield waits
+// behind every goroutine ready to run, and in a server whose other work
+// computes, that is up to a time slice (10 ms) with the shard's turn
+// held.
+func TestALeaderYieldsOnlyWhereRequestsQueue(t *testing.T) {
+	for _, c := range []struct {
+		hold, since time.Duration
+		want        bool
+	}{
+		{200 * time.Microsecond, 300 * time.Microsecond, true},     // a busy local server in WAL
+		{200 * time.Microsecond, sqlite.ContendedWithin - 1, true}, // queued lately
+		{200 * time.Microsecond, sqlite.ContendedWithin, false},    // not lately
+		{200 * time.Microsecond, time.Hour, false},                 // one request at a time
+		{16*sqlite.MinLinger - 1, 0, true},                         // no turn lingers
+		{16 * sqlite.MinLinger, 0, false},                          // a turn lingers: it gathers them
+		{1700 * time.Microsecond, 300 * time.Microsecond, false},   // DELETE, local disk
+		{90 * time.Millisecond, 0, false},                          // EFS
+	} {
+		if got := sqlite.YieldsFirst(c.hold, c.since); got != c.want {
+			t.Errorf("transactions of %v, a request queued %v ago: yields %v, want %v", c.hold, c.since, got, c.want)
+		}
 	}
 }

@@ -92,6 +92,7 @@ type bulkStatements struct {
 	mu           sync.Mutex
 	count, audit [maxBulk + 1]*sql.Stmt
 	want         [2][maxBulk + 1]bool // count, audit
+	asked        bool                 // a want is set
 }
 
 // get returns the statement of n rows of cache (kind 0: count, 1:
@@ -101,7 +102,7 @@ func (bs *bulkStatements) get(kind, n int) *sql.Stmt {
 	defer bs.mu.Unlock()
 	st := bs.cache(kind)[n]
 	if st == nil {
-		bs.want[kind][n] = true
+		bs.want[kind][n], bs.asked = true, true
 	}
 	return st
 }
@@ -111,6 +112,13 @@ func (bs *bulkStatements) cache(kind int) *[maxBulk + 1]*sql.Stmt {
 		return &bs.count
 	}
 	return &bs.audit
+}
+
+// wanted reports whether a statement has been asked for and not prepared.
+func (bs *bulkStatements) wanted() bool {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return bs.asked
 }
 
 // prepareWanted prepares on db the statements asked for since it last
@@ -131,6 +139,7 @@ func (bs *bulkStatements) prepareWanted(ctx context.Context, db *sql.DB) {
 			bs.cache(kind)[n], bs.want[kind][n] = st, false
 		}
 	}
+	bs.asked = false
 }
 
 // bulkWindow is the window a bulk statement counts in.

@@ -56,6 +56,14 @@ func WaitingRequests(path string) int {
 	return n
 }
 
-// SetHoldTime makes d the time s's write transactions have been measured
-// to hold the lock, as on a machine where they take that long.
-func SetHoldTime(s *Store, d time.Duration) { s.shards[0].wait.store.hold.Store(int64(d)) }
+// SetBusy makes s's first shard look busy: its write transactions
+// measured to hold the lock for hold (as on a machine where they take that
+// long), and a request queued for it just now.
+func SetBusy(s *Store, hold time.Duration) {
+	s.shards[0].wait.store.hold.Store(int64(hold))
+	s.shards[0].batch.queuedAt.Store(time.Now().UnixNano())
+}
+
+// YieldsFirst is yieldsFirst, and ContendedWithin how recently a request
+// must have queued for it.
+var YieldsFirst, ContendedWithin = yieldsFirst, contendedWithin
