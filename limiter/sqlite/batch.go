@@ -21,10 +21,10 @@ import (
 // shard is in flight together, in that shard's next transaction:
 //
 //   - A request that finds no transaction of its shard in flight in this
-//     process runs one at once (where transactions are short, after
-//     letting the goroutines ready to run go first, see allow), with
-//     whatever queued meanwhile: a lone request waits for nothing more
-//     than it did before batching.
+//     process runs one at once (in a busy process whose transactions
+//     are short, after letting the goroutines ready to run go first, see
+//     allow), with whatever queued meanwhile: a lone request waits for
+//     nothing more than it did before batching.
 //   - Requests that arrive meanwhile queue in arrival order. When the
 //     transaction ends, the first of them leads the next: it takes the
 //     queue (up to MaxBatch), decides each attempt in turn inside one
