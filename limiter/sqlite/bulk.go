@@ -90,35 +90,32 @@ func tuples(n int, row func(i int) string) string {
 // did not exist, and asks for it.
 type bulkStatements struct {
 	mu           sync.Mutex
-	count, audit [maxBulk + 1]*sql.Stmt
-	want         [2][maxBulk + 1]bool // count, audit
-	asked        bool                 // a want is set
+	count, audit bulkSizes
 }
 
-// get returns the statement of n rows of cache (kind 0: count, 1:
-// audit), or nil, asking for it, when it is not prepared yet.
-func (bs *bulkStatements) get(kind, n int) *sql.Stmt {
+// bulkSizes are one bulk statement's sizes: those prepared, and those
+// asked for.
+type bulkSizes struct {
+	stmt [maxBulk + 1]*sql.Stmt
+	want [maxBulk + 1]bool
+}
+
+// get returns the statement of n rows of sizes, one of bs's, or nil,
+// asking for it, when it is not prepared yet.
+func (bs *bulkStatements) get(sizes *bulkSizes, n int) *sql.Stmt {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	st := bs.cache(kind)[n]
-	if st == nil {
-		bs.want[kind][n], bs.asked = true, true
+	if sizes.stmt[n] == nil {
+		sizes.want[n] = true
 	}
-	return st
-}
-
-func (bs *bulkStatements) cache(kind int) *[maxBulk + 1]*sql.Stmt {
-	if kind == 0 {
-		return &bs.count
-	}
-	return &bs.audit
+	return sizes.stmt[n]
 }
 
 // wanted reports whether a statement has been asked for and not prepared.
 func (bs *bulkStatements) wanted() bool {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	return bs.asked
+	return slices.Contains(bs.count.want[:], true) || slices.Contains(bs.audit.want[:], true)
 }
 
 // prepareWanted prepares on db the statements asked for since it last
@@ -127,19 +124,21 @@ func (bs *bulkStatements) wanted() bool {
 func (bs *bulkStatements) prepareWanted(ctx context.Context, db *sql.DB) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	for kind, build := range []func(int) string{bulkCountSQL, bulkAuditSQL} {
-		for n, want := range bs.want[kind] {
+	for _, k := range []struct {
+		sizes *bulkSizes
+		build func(int) string
+	}{{&bs.count, bulkCountSQL}, {&bs.audit, bulkAuditSQL}} {
+		for n, want := range k.sizes.want {
 			if !want {
 				continue
 			}
-			st, err := db.PrepareContext(ctx, build(n))
+			st, err := db.PrepareContext(ctx, k.build(n))
 			if err != nil {
 				return
 			}
-			bs.cache(kind)[n], bs.want[kind][n] = st, false
+			k.sizes.stmt[n], k.sizes.want[n] = st, false
 		}
 	}
-	bs.asked = false
 }
 
 // bulkWindow is the window a bulk statement counts in.
@@ -151,26 +150,25 @@ type bulkWindow struct {
 
 // bulkRun is how many of as, from the first, one bulk statement can
 // decide: each counted in one statement (countsInOne), every charge in one
-// window, maxBulk charges at most. Below two, as[0] is decided alone.
-func bulkRun(as []limiter.Attempt) int {
-	var w bulkWindow
-	rows := 0
+// window, maxBulk charges at most; and how many charges those have, and
+// their window. Below two, as[0] is decided alone.
+func bulkRun(as []limiter.Attempt) (n, rows int, w bulkWindow) {
 	for i, a := range as {
 		if !countsInOne(a) || rows+len(a.Charges) > maxBulk {
-			return i
+			return i, rows, w
 		}
-		for _, c := range a.Charges {
+		aw := w
+		for j, c := range a.Charges {
 			start := decide.WindowStart(a.Now, c.Policy.Window)
 			cw := bulkWindow{decide.FormatWindow(start), previousStart(c.Policy, start), decide.WindowSeconds(c.Policy)}
-			if rows == 0 {
-				w = cw
-			} else if cw != w {
-				return i
+			if (rows > 0 || j > 0) && cw != aw {
+				return i, rows, w
 			}
-			rows++
+			aw = cw
 		}
+		rows, w = rows+len(a.Charges), aw
 	}
-	return len(as)
+	return len(as), rows, w
 }
 
 // decideInOrder decides as in turn in tx, on h, each seeing the counts of
@@ -182,13 +180,15 @@ func decideInOrder(ctx context.Context, tx *sql.Tx, h *handle, st *statements, a
 	outs := make([]decide.Outcome, len(as))
 	bulked := 0
 	for i := 0; i < len(as); {
-		n := bulkRun(as[i:])
-		if n >= 2 && h.bulk.get(0, rowsOf(as[i:i+n])) != nil {
-			if err := h.bulk.decide(ctx, tx, st, as[i:i+n], outs[i:i+n]); err != nil {
-				return nil, 0, err
+		n, rows, w := bulkRun(as[i:])
+		if n >= 2 {
+			if count := h.bulk.get(&h.bulk.count, rows); count != nil {
+				if err := h.bulk.decide(ctx, tx, st, count, w, as[i:i+n], outs[i:i+n]); err != nil {
+					return nil, 0, err
+				}
+				i, bulked = i+n, bulked+n
+				continue
 			}
-			i, bulked = i+n, bulked+n
-			continue
 		}
 		for range max(n, 1) {
 			o, err := decideTx(ctx, at, as[i])
@@ -202,15 +202,6 @@ func decideInOrder(ctx context.Context, tx *sql.Tx, h *handle, st *statements, a
 	return outs, bulked, nil
 }
 
-// rowsOf is how many charges as have.
-func rowsOf(as []limiter.Attempt) int {
-	n := 0
-	for _, a := range as {
-		n += len(a.Charges)
-	}
-	return n
-}
-
 // bulkRow is what bulkCountSQL returned for one key: its rows' counts,
 // smallest first, and what it read beside them.
 type bulkRow struct {
@@ -218,12 +209,13 @@ type bulkRow struct {
 	prev, limit sql.NullInt64
 }
 
-// decide decides as, a run bulkRun found, in tx, into outs (see the top
-// of this file). As in decideTx, the statements run with ctx's values but
-// not its cancellation, ctx checked before each.
-func (bs *bulkStatements) decide(ctx context.Context, tx *sql.Tx, st *statements, as []limiter.Attempt, outs []decide.Outcome) error {
+// decide decides as, a run bulkRun found in w, in tx, into outs (see the
+// top of this file), counting with count, bulkCountSQL of their charges'
+// number. As in decideTx, the statements run with ctx's values but not
+// its cancellation, ctx checked before each.
+func (bs *bulkStatements) decide(ctx context.Context, tx *sql.Tx, st *statements, count *sql.Stmt, w bulkWindow, as []limiter.Attempt, outs []decide.Outcome) error {
 	sctx := context.WithoutCancel(ctx)
-	rows, err := bs.countRun(ctx, sctx, tx, as)
+	rows, err := countRun(ctx, sctx, tx, count, w, as)
 	if err != nil {
 		return ended(ctx, err)
 	}
@@ -254,7 +246,7 @@ func (bs *bulkStatements) decide(ctx context.Context, tx *sql.Tx, st *statements
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if stmt := bs.get(1, len(audit)/6); stmt != nil {
+	if stmt := bs.get(&bs.audit, len(audit)/6); stmt != nil {
 		_, err = tx.StmtContext(ctx, stmt).ExecContext(sctx, audit...)
 		return ended(ctx, err)
 	}
@@ -266,12 +258,10 @@ func (bs *bulkStatements) decide(ctx context.Context, tx *sql.Tx, st *statements
 	return nil
 }
 
-// countRun runs bulkCountSQL for the charges of as and returns its rows by
-// store key.
-func (bs *bulkStatements) countRun(ctx, sctx context.Context, tx *sql.Tx, as []limiter.Attempt) (map[string]*bulkRow, error) {
-	first := as[0].Charges[0]
-	start := decide.WindowStart(as[0].Now, first.Policy.Window)
-	args := []any{decide.FormatWindow(start), decide.WindowSeconds(first.Policy), decide.CountCap, previousStart(first.Policy, start)}
+// countRun runs count, bulkCountSQL in w, for the charges of as and
+// returns its rows by store key.
+func countRun(ctx, sctx context.Context, tx *sql.Tx, count *sql.Stmt, w bulkWindow, as []limiter.Attempt) (map[string]*bulkRow, error) {
+	args := []any{w.start, w.seconds, decide.CountCap, w.prev}
 	for _, a := range as {
 		for _, c := range a.Charges {
 			args = append(args, decide.StoreKey(c.Policy, c.Key))
@@ -280,7 +270,7 @@ func (bs *bulkStatements) countRun(ctx, sctx context.Context, tx *sql.Tx, as []l
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rs, err := tx.StmtContext(ctx, bs.get(0, len(args)-4)).QueryContext(sctx, args...)
+	rs, err := tx.StmtContext(ctx, count).QueryContext(sctx, args...)
 	if err != nil {
 		return nil, err
 	}
