@@ -2,6 +2,7 @@ package decide
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ft251/ratelimit/limiter"
@@ -48,7 +49,20 @@ func StoreKey(p limiter.Policy, key string) string {
 	if p.Namespace == "" {
 		return key
 	}
-	return p.Namespace + "\x1f" + key
+	return p.Namespace + keySep + key
+}
+
+// keySep separates a store key's namespace from its client key.
+const keySep = "\x1f"
+
+// NamespaceOf is the namespace of a store key StoreKey made: empty for a
+// client key alone.
+func NamespaceOf(storeKey string) string {
+	ns, _, ok := strings.Cut(storeKey, keySep)
+	if !ok {
+		return ""
+	}
+	return ns
 }
 
 // AuditBefore is the audit cutoff at now for a retention: audit records

@@ -88,6 +88,13 @@ func TestPolicyValidateAndStoreKey(t *testing.T) {
 	if got := decide.StoreKey(limiter.Policy{Namespace: "strict"}, "k"); got != "strict\x1fk" {
 		t.Errorf("StoreKey with namespace = %q", got)
 	}
+	// NamespaceOf reads back what StoreKey wrote (the memory store's
+	// sweep keeps each counter as long as its namespace's longest window).
+	for _, ns := range []string{"", "strict", "a b"} {
+		if got := decide.NamespaceOf(decide.StoreKey(limiter.Policy{Namespace: ns}, "k:1")); got != ns {
+			t.Errorf("NamespaceOf(StoreKey(%q, ...)) = %q", ns, got)
+		}
+	}
 }
 
 // TestOutcomeRetryAfterWaitsForEveryPolicy: a client told to come back

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
@@ -52,11 +51,7 @@ func (t *tables) maybeSweep(now int64) {
 func (t *tables) sweep(now int64) {
 	t.sweeps++
 	for w := range t.windows {
-		ns, _, cut := strings.Cut(w.key, "\x1f") // decide.StoreKey's separator
-		if !cut {
-			ns = ""
-		}
-		if w.start+2*t.longest[ns] < now {
+		if w.start+2*t.longest[decide.NamespaceOf(w.key)] < now {
 			delete(t.windows, w)
 		}
 	}
