@@ -137,14 +137,13 @@ func (b *batcher) turn(p *pending) bool {
 	}
 	b.queue = append(b.queue, p)
 	p.queued = true
-	b.queuedAt.Store(time.Now().UnixNano())
-	if b.lingering {
-		// A cross-shard transaction ends it at once: the next batch
-		// stops at it (take), so waiting longer would only delay it,
-		// and the other shards whose turns it holds.
-		if now := time.Now(); len(b.queue) >= b.want || !now.Before(b.until) || p.token {
-			b.endLinger(now)
-		}
+	now := time.Now()
+	b.queuedAt.Store(now.UnixNano())
+	// A cross-shard transaction ends a linger at once: the next batch
+	// stops at it (take), so waiting longer would only delay it, and the
+	// other shards whose turns it holds.
+	if b.lingering && (len(b.queue) >= b.want || !now.Before(b.until) || p.token) {
+		b.endLinger(now)
 	}
 	b.mu.Unlock()
 	select {
@@ -305,9 +304,9 @@ const minLinger = 50 * time.Microsecond
 // batch saves one transaction's fixed cost (in DELETE on a local disk,
 // four fsyncs and an unlink, 1.2 of its 1.7 ms) for a wait no longer than
 // it, and a busy local server decides up to 16% more (BENCHMARKS.md,
-// "Eighteenth run" to "Twentieth run"). Otherwise a 16th of it, at most 2 ms, enough for
-// a client or two close behind: a longer wait for clients who are not
-// coming would delay those queued for nothing. And not at all when a 16th
+// "Eighteenth run" to "Twentieth run"). Otherwise a 16th of it, at most
+// 2 ms, enough for a client or two close behind: a longer wait for
+// clients who are not coming would delay those queued for nothing. And not at all when a 16th
 // is less than minLinger: in WAL on a local disk, where a batch holds the
 // lock for about 0.3 ms, the lock would stand idle for nothing. explore
 // asks for a whole linger, to learn back again.
