@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ft251/ratelimit/internal/decide"
 	"github.com/ft251/ratelimit/limiter"
@@ -61,16 +62,15 @@ RETURNING key, count,
   (SELECT "limit" FROM overrides o WHERE o.key = rate_limit_windows.key)`
 }
 
-// bulkAuditSQL is auditSQL of n rows, six parameters each.
+// bulkAuditSQL is auditSQL of n rows, six parameters each. They are
+// anonymous (?), numbered in order as ?1 onwards would be: the driver
+// asks SQLite each parameter's name as it binds it, and SQLite looks a
+// numbered one up in a list of them all, so 384 numbered parameters cost
+// some 74,000 steps a statement (1.4% of the local server's CPU in
+// DELETE, more than the insert's own work), anonymous ones none.
 func bulkAuditSQL(n int) string {
 	return "INSERT INTO api_calls (key, window_start, called_at, route, request_id, cost)\nVALUES " +
-		tuples(n, func(i int) string {
-			p := make([]string, 6)
-			for j := range p {
-				p[j] = "?" + strconv.Itoa(6*i+j+1)
-			}
-			return strings.Join(p, ", ")
-		})
+		tuples(n, func(int) string { return "?, ?, ?, ?, ?, ?" })
 }
 
 // tuples is n rows of a VALUES clause, row(i) the values of the i-th.
@@ -151,24 +151,49 @@ type bulkWindow struct {
 // bulkRun is how many of as, from the first, one bulk statement can
 // decide: each counted in one statement (countsInOne), every charge in one
 // window, maxBulk charges at most; and how many charges those have, and
-// their window. Below two, as[0] is decided alone.
+// their window. Below two, as[0] is decided alone. It runs in the batch's
+// transaction, so it tells windows apart by their starts' seconds (what
+// FormatWindow keeps of them) and formats the run's once.
 func bulkRun(as []limiter.Attempt) (n, rows int, w bulkWindow) {
+	type window struct {
+		start, prev, seconds int64
+		sliding              bool
+	}
+	var run window
+	var start time.Time
+	var policy limiter.Policy
 	for i, a := range as {
 		if !countsInOne(a) || rows+len(a.Charges) > maxBulk {
-			return i, rows, w
+			n = i
+			break
 		}
-		aw := w
+		aw := run
 		for j, c := range a.Charges {
-			start := decide.WindowStart(a.Now, c.Policy.Window)
-			cw := bulkWindow{decide.FormatWindow(start), previousStart(c.Policy, start), decide.WindowSeconds(c.Policy)}
+			s := decide.WindowStart(a.Now, c.Policy.Window)
+			cw := window{start: s.Unix(), seconds: decide.WindowSeconds(c.Policy), sliding: c.Policy.Algorithm == limiter.Sliding}
+			if cw.sliding {
+				cw.prev = s.Add(-c.Policy.Window).Unix()
+			}
 			if (rows > 0 || j > 0) && cw != aw {
-				return i, rows, w
+				return i, rows, windowOf(rows, start, policy)
 			}
 			aw = cw
+			if rows == 0 && j == 0 {
+				start, policy = s, c.Policy
+			}
 		}
-		rows, w = rows+len(a.Charges), aw
+		rows, run, n = rows+len(a.Charges), aw, i+1
 	}
-	return len(as), rows, w
+	return n, rows, windowOf(rows, start, policy)
+}
+
+// windowOf is the bulkWindow of a run of rows charges whose first charge,
+// of policy, counts in the window starting at start.
+func windowOf(rows int, start time.Time, policy limiter.Policy) bulkWindow {
+	if rows == 0 {
+		return bulkWindow{}
+	}
+	return bulkWindow{decide.FormatWindow(start), previousStart(policy, start), decide.WindowSeconds(policy)}
 }
 
 // decideInOrder decides as in turn in tx, on h, each seeing the counts of
@@ -236,7 +261,8 @@ func (bs *bulkStatements) decide(ctx context.Context, tx *sql.Tx, st *statements
 		outs[i] = decide.Decide(b, states)
 		if outs[i].Allowed {
 			first := a.Charges[0]
-			audit = append(audit, first.Key, decide.FormatWindow(decide.WindowStart(a.Now, first.Policy.Window)),
+			// w.start is every charge's window start (bulkRun).
+			audit = append(audit, first.Key, w.start,
 				a.Now.UTC().Format(decide.CalledAtLayout), a.Route, a.RequestID, decide.Units(first))
 		}
 	}

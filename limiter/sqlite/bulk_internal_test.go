@@ -75,6 +75,11 @@ func TestABatchDecidesInBulkAsOneByOne(t *testing.T) {
 	}
 	for round := range 300 {
 		now = now.Add(time.Duration(r.IntN(8000)) * time.Millisecond)
+		if r.IntN(4) == 0 {
+			// On a minute's edge: the batch's attempts, up to half a
+			// second either side, count in two windows of each policy.
+			now = now.Truncate(time.Minute).Add(time.Minute)
+		}
 		if r.IntN(10) == 0 {
 			p, key, set := policies[r.IntN(3)], keys[r.IntN(len(keys))], r.IntN(3)
 			for _, s := range []*Store{bulk, alone} {
