@@ -51,6 +51,9 @@ func (p Policy) tiered(name string) Policy {
 // tierNames are p's tier names, sorted, for messages that do not depend
 // on a map's order.
 func (p Policy) tierNames() []string {
+	if len(p.Tiers) == 0 {
+		return nil // the policies without tiers, validated on every decision: maps.Keys allocates
+	}
 	return slices.Sorted(maps.Keys(p.Tiers))
 }
 

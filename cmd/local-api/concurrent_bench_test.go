@@ -23,15 +23,19 @@ import (
 // comparison of BENCHMARKS.md, send GET /ping over 1,000 client keys to the
 // handler the server builds (its request timeout, the API, the JSON log
 // line by the server's handler, here to io.Discard), on a store in the journal mode of each
-// sub-benchmark. It is the comparison's CPU work less net/http's and
+// sub-benchmark, or on the memory store, which leaves the handler's own
+// work and allocations. It is the comparison's CPU work less net/http's and
 // wrk's: a quick way to see what a change saves; the comparison itself is
 // tools/peer/run.sh.
 func BenchmarkServerHandler32Clients(b *testing.B) {
-	for _, mode := range []string{"WAL", "DELETE"} {
+	for _, mode := range []string{"WAL", "DELETE", "memory"} {
 		b.Run(mode, func(b *testing.B) {
 			env := map[string]string{
 				"DB_PATH": filepath.Join(b.TempDir(), "ratelimit.db"), "JOURNAL_MODE": mode,
 				"RATE_LIMIT": "1000000000", "WINDOW_SECONDS": "3600",
+			}
+			if mode == "memory" {
+				env = map[string]string{"STORE": "memory", "RATE_LIMIT": "1000000000", "WINDOW_SECONDS": "3600"}
 			}
 			cfg, err := readConfig(func(k string) string { return env[k] })
 			if err != nil {
@@ -49,6 +53,7 @@ func BenchmarkServerHandler32Clients(b *testing.B) {
 			h := newServer(cfg.Addr, lambdatest.NewAPI(b, opts)).Handler
 			var next atomic.Int64
 			b.SetParallelism((32 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

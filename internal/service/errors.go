@@ -30,6 +30,9 @@ var refusals = map[error]struct {
 // refusal is the problem a refused request is answered with, or nil when
 // err is no refusal: a *Problem as it is, or a refusals entry.
 func refusal(err error) *Problem {
+	if err == nil {
+		return nil // every decided request: errors.As would allocate its target
+	}
 	if p := (*Problem)(nil); errors.As(err, &p) {
 		return p
 	}

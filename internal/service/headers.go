@@ -20,22 +20,21 @@ import (
 // or for GCRA, when the bucket has drained; with too little left for
 // another request of the same cost, t is when one fits.
 func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
-	// Built by appending, not with fmt (whose %q this is, strconv's
-	// quoting): every decided request writes these.
-	var policies, limits []byte
+	// Every decided request writes these: built by appending (not with
+	// fmt, whose %q this is, strconv's quoting) into one buffer, made one
+	// string, and cut into the five values, which is two allocations
+	// where a buffer and a string each took ten.
+	buf := make([]byte, 0, 128*len(ds)+64)
 	var tightest *limiter.Decision
 	var tightestAt int64
 	for i := range ds {
 		d := &ds[i]
 		if i > 0 {
-			policies, limits = append(policies, ", "...), append(limits, ", "...)
+			buf = append(buf, ", "...)
 		}
-		policies = strconv.AppendQuote(policies, d.Policy.Name)
-		policies = strconv.AppendInt(append(policies, ";q="...), d.Policy.Limit, 10)
-		policies = strconv.AppendInt(append(policies, ";w="...), decide.WindowSeconds(d.Policy), 10)
-		limits = strconv.AppendQuote(limits, d.Policy.Name)
-		limits = strconv.AppendInt(append(limits, ";r="...), d.Remaining, 10)
-		limits = strconv.AppendInt(append(limits, ";t="...), int64(d.ResetAfter/time.Second), 10)
+		buf = strconv.AppendQuote(buf, d.Policy.Name)
+		buf = strconv.AppendInt(append(buf, ";q="...), d.Policy.Limit, 10)
+		buf = strconv.AppendInt(append(buf, ";w="...), decide.WindowSeconds(d.Policy), 10)
 		// Ties go to the later reset as sent (resetAt), not the longer
 		// ResetAfter: two waits that round to the same seconds may end
 		// half a second apart, a fixed window's on the second, a GCRA
@@ -47,13 +46,28 @@ func setRateLimitHeaders(h http.Header, now time.Time, ds []limiter.Decision) {
 			tightest, tightestAt = d, at
 		}
 	}
-	vals := []string{
-		string(policies), string(limits),
-		strconv.FormatInt(tightest.Policy.Limit, 10),
-		strconv.FormatInt(tightest.Remaining, 10),
-		strconv.FormatInt(tightestAt, 10),
+	var ends [len(rateLimitFields)]int
+	ends[0] = len(buf)
+	for i := range ds {
+		d := &ds[i]
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = strconv.AppendQuote(buf, d.Policy.Name)
+		buf = strconv.AppendInt(append(buf, ";r="...), d.Remaining, 10)
+		buf = strconv.AppendInt(append(buf, ";t="...), int64(d.ResetAfter/time.Second), 10)
 	}
+	ends[1] = len(buf)
+	for i, v := range [...]int64{tightest.Policy.Limit, tightest.Remaining, tightestAt} {
+		buf = strconv.AppendInt(buf, v, 10)
+		ends[2+i] = len(buf)
+	}
+	all := string(buf)
+	vals := make([]string, len(rateLimitFields))
+	from := 0
 	for i, name := range rateLimitFields {
+		vals[i] = all[from:ends[i]]
+		from = ends[i]
 		h[name] = vals[i : i+1 : i+1] // as h.Set, the names being canonical already
 	}
 }

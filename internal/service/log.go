@@ -115,7 +115,9 @@ func (e *engine) log(req *request) {
 
 // attrs are l's attributes, in the line's order.
 func (l line) attrs() []slog.Attr {
-	var attrs []slog.Attr
+	// Room for a decided request's line at once: grown from nothing it
+	// was five allocations and four copies on every request.
+	attrs := make([]slog.Attr, 0, 12)
 	attrs = logged(attrs, "method", l.method)
 	attrs = logged(attrs, "path", l.path)
 	attrs = append(attrs, slog.Int("status", l.status))
@@ -185,18 +187,22 @@ func outcomeAttrs(o *limiter.Outcome) []slog.Attr {
 	}
 	var attrs []slog.Attr
 	var shadow []string
-	ps := make([]any, len(o.Decisions))
-	for i, d := range o.Decisions {
-		p := map[string]any{"name": d.Policy.Name, "decision": decisionName(d), "count": d.Count}
-		if tier := tierLabel(d.Usage); tier != "" {
-			p["tier"] = tier
-		}
-		ps[i] = p
+	for _, d := range o.Decisions {
 		if decisionName(d) == metrics.ShadowRejected {
 			shadow = append(shadow, d.Policy.Name)
 		}
 	}
-	if len(ps) > 1 {
+	// Only several policies are listed, and only then built: a map a
+	// policy, on every request, was most of the line's allocations.
+	if len(o.Decisions) > 1 {
+		ps := make([]any, len(o.Decisions))
+		for i, d := range o.Decisions {
+			p := map[string]any{"name": d.Policy.Name, "decision": decisionName(d), "count": d.Count}
+			if tier := tierLabel(d.Usage); tier != "" {
+				p["tier"] = tier
+			}
+			ps[i] = p
+		}
 		attrs = append(attrs, slog.Any("policies", ps))
 	}
 	if len(shadow) > 0 {
