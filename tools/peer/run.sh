@@ -1,7 +1,9 @@
 #!/bin/bash
 # The peer comparison of BENCHMARKS.md: the local server (WAL, then DELETE)
 # and envoyproxy/ratelimit on Redis, each driven by wrk with 32 connections
-# over 1,000 keys, twice, in one run. Everything listens on loopback.
+# over 1,000 keys, in ROUNDS rounds (2 unless set) of one run, and a
+# summary of each round's ratio to envoy and their median. Everything
+# listens on loopback.
 #
 #   ENVOY_RL=/tmp/envoy-rl-bin/ratelimit LOCAL_API=/tmp/local-api bash tools/peer/run.sh
 #
@@ -37,6 +39,9 @@ env -i PATH="$PATH" HOST=127.0.0.1 PORT=8090 GRPC_HOST=127.0.0.1 GRPC_PORT=8091 
 ENVOY=$!
 sleep 2
 curl -s -XPOST -d '{"domain":"bench","descriptors":[{"entries":[{"key":"client","value":"k0001"}]}]}' http://127.0.0.1:8090/json; echo
+# record notes a wrk run's requests a second and p99 (in ms) in results,
+# for the summary: round, mode, build.
+record() { echo "$round $1 $2 $(grep Requests/sec "$3" | awk '{print $2}') $(grep " 99%" "$3" | awk '{print $2}')" >> "$work/results"; }
 # cpu is the CPU time, in clock ticks, that the processes have used.
 cpu() { for p in "$@"; do awk '{print $14+$15}' /proc/$p/stat; done | paste -sd+ | bc; }
 # per prints the CPU time a request took, from cpu's figures before and
@@ -55,11 +60,12 @@ local() { # mode binary
   echo "== local-api $1 ($2)"
   c0=$(cpu $API)
   wrk -t2 -c32 -d$D --latency -s ping.lua http://127.0.0.1:3100 | tee wrk-$1.txt | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
+  record "$1" "$2" wrk-$1.txt
   sent=$(grep "requests in" wrk-$1.txt | awk '{print $1}')
   per "$c0" "$(cpu $API)" "$sent"
   sleep 1
   kill $API; wait $API 2>/dev/null
-  python3 - "$work/db-$1/ratelimit.db" "$sent" "$work/db-$1/local-api.log" <<'PY'
+  python3 - "$work/db-$1/ratelimit.db" "$sent" "$work/db-$1/local-api.log" <<'PY' | tee -a "$work/exact"
 import json,sqlite3,sys
 db=sqlite3.connect(sys.argv[1])
 c=db.execute("select sum(count) from rate_limit_windows").fetchone()[0]
@@ -82,10 +88,14 @@ print(f"   stored {c}, audit rows {a}, logged allowed {n}, wrk completed {sys.ar
 for k,v in other.items(): print(f"   also logged {v}: {k}")
 PY
 }
-for round in 1 2; do
+# ROUNDS rounds, 2 unless set: one round's ratio moves with whatever else
+# the machine does (the same build, an hour apart, 0.73x to 0.96x in
+# DELETE), so the summary gives each round's and their median.
+for round in $(seq "${ROUNDS:-2}"); do
   echo "== envoy ratelimit + redis, round $round"
   c0=$(cpu $ENVOY $REDIS)
   wrk -t2 -c32 -d$D --latency -s envoy.lua http://127.0.0.1:8090 | tee wrk-envoy.txt | grep -E "Latency|requests in|Requests/sec|Non-2xx|50%|99%"
+  record envoy envoy wrk-envoy.txt
   per "$c0" "$(cpu $ENVOY $REDIS)" "$(grep "requests in" wrk-envoy.txt | awk '{print $1}')"
   for mode in WAL DELETE; do
     if [ -n "${LOCAL_API_BEFORE:-}" ]; then local $mode "$LOCAL_API_BEFORE"; fi
@@ -93,4 +103,20 @@ for round in 1 2; do
   done
 done
 kill $ENVOY $REDIS; wait 2>/dev/null
+echo "== summary: requests a second against envoy's in the same round (p99 in ms, envoy's after the slash)"
+python3 - "$work/results" <<'PY'
+import statistics,sys
+envoy,runs={},{}
+for line in open(sys.argv[1]):
+    rnd,mode,build,rps,p99=line.split()
+    p99={"us":lambda v:v/1000,"ms":lambda v:v}.get(p99[-2:],lambda v:v*1000)(float(p99.rstrip("mus")))
+    if mode=="envoy": envoy[rnd]=(float(rps),p99); continue
+    runs.setdefault((mode,build),[]).append((rnd,float(rps),p99))
+for (mode,build),rs in runs.items():
+    ratios=[rps/envoy[r][0] for r,rps,_ in rs]
+    each=", ".join(f"{x:.2f}x ({p:.2f}/{envoy[r][1]:.2f})" for x,(r,_,p) in zip(ratios,rs))
+    print(f"   {mode} {build}: {each}; median {statistics.median(ratios):.2f}x")
+PY
+n=$(grep -c "exact=False" "$work/exact")
+[ "$n" = 0 ] && echo "   every local run exact" || echo "   NOT EXACT: $n local runs"
 echo "== done"
