@@ -25,18 +25,7 @@ import (
 func TestABatchDecidesInBulkAsOneByOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	open := func(name string) *Store {
-		s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), name)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if err := s.Ready(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	bulk, alone := open("bulk.db"), open("alone.db")
+	bulk, alone := bulkAndAlone(t)
 	policies := []limiter.Policy{
 		{Name: "s", Limit: 5, Window: time.Minute, Algorithm: limiter.Sliding},
 		{Name: "s2", Namespace: "s2", Limit: 7, Window: time.Minute, Algorithm: limiter.Sliding},
@@ -106,24 +95,64 @@ func TestABatchDecidesInBulkAsOneByOne(t *testing.T) {
 		for range 1 + r.IntN(12) {
 			as = append(as, attempt())
 		}
-		got := decideAll(t, bulk, as)
-		for i, a := range as {
-			o := decideAll(t, alone, []limiter.Attempt{a})
-			if !reflect.DeepEqual(got[i], o[0]) {
-				t.Fatalf("round %d, attempt %d of %d (%+v):\nin bulk  %+v\none by one %+v", round, i, len(as), a, got[i], o[0])
-			}
-		}
+		sameOutcomes(t, round, bulk, alone, as)
 	}
 	if bulk.shards[0].batch.bulked.Load() < 500 {
 		t.Fatalf("only %d attempts were decided in bulk: the test did not test it", bulk.shards[0].batch.bulked.Load())
 	}
+	sameRows(t, bulk, alone)
+}
+
+// sameOutcomes decides as in one batch on bulk, and each alone on alone,
+// and fails t (in the round-th batch) unless every outcome is the same.
+func sameOutcomes(t *testing.T, round int, bulk, alone *Store, as []limiter.Attempt) {
+	t.Helper()
+	got := decideAll(t, bulk, as)
+	for i, a := range as {
+		o := decideAll(t, alone, []limiter.Attempt{a})
+		if !reflect.DeepEqual(got[i], o[0]) {
+			t.Fatalf("round %d, attempt %d of %d (%+v):\nin bulk  %+v\none by one %+v", round, i, len(as), a, got[i], o[0])
+		}
+	}
+}
+
+// bulkAndAlone opens two new stores: one to decide batches on (in bulk),
+// one to decide their attempts one at a time on.
+func bulkAndAlone(t *testing.T) (bulk, alone *Store) {
+	t.Helper()
+	open := func(name string) *Store {
+		s, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return open("bulk.db"), open("alone.db")
+}
+
+// sameRows fails t unless bulk and alone hold the same counters, audit
+// records (in order) and GCRA buckets.
+func sameRows(t *testing.T, bulk, alone *Store) {
+	t.Helper()
 	for _, q := range []string{
 		"SELECT key, window_start, count, window_seconds FROM rate_limit_windows ORDER BY key, window_start",
 		"SELECT key, window_start, called_at, route, request_id, cost FROM api_calls ORDER BY id",
 		"SELECT key, tat, emission FROM gcra_buckets ORDER BY key",
 	} {
-		if b, a := dump(t, bulk, q), dump(t, alone, q); !reflect.DeepEqual(b, a) {
-			t.Errorf("%s:\nin bulk   %v\none by one %v", q, b, a)
+		b, a := dump(t, bulk, q), dump(t, alone, q)
+		if reflect.DeepEqual(b, a) {
+			continue
+		}
+		t.Errorf("%s: %d rows in bulk, %d one by one", q, len(b), len(a))
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Errorf("first that differs, row %d:\nin bulk    %s\none by one %s", i, b[i], a[i])
+				break
+			}
 		}
 	}
 }
