@@ -152,39 +152,45 @@ type bulkWindow struct {
 // decide: each counted in one statement (countsInOne), every charge in one
 // window, maxBulk charges at most; and how many charges those have, and
 // their window. Below two, as[0] is decided alone. It runs in the batch's
-// transaction, so it tells windows apart by their starts' seconds (what
-// FormatWindow keeps of them) and formats the run's once.
+// transaction, so it tells windows apart by windowKey and formats the
+// run's once.
 func bulkRun(as []limiter.Attempt) (n, rows int, w bulkWindow) {
-	type window struct {
-		start, prev, seconds int64
-		sliding              bool
-	}
-	var run window
+	var run windowKey
 	var start time.Time
 	var policy limiter.Policy
 	for i, a := range as {
 		if !countsInOne(a) || rows+len(a.Charges) > maxBulk {
-			n = i
-			break
+			return i, rows, windowOf(rows, start, policy)
 		}
-		aw := run
 		for j, c := range a.Charges {
 			s := decide.WindowStart(a.Now, c.Policy.Window)
-			cw := window{start: s.Unix(), seconds: decide.WindowSeconds(c.Policy), sliding: c.Policy.Algorithm == limiter.Sliding}
-			if cw.sliding {
-				cw.prev = s.Add(-c.Policy.Window).Unix()
-			}
-			if (rows > 0 || j > 0) && cw != aw {
+			switch k := windowKeyOf(s, c.Policy); {
+			case rows+j == 0:
+				run, start, policy = k, s, c.Policy
+			case k != run:
 				return i, rows, windowOf(rows, start, policy)
 			}
-			aw = cw
-			if rows == 0 && j == 0 {
-				start, policy = s, c.Policy
-			}
 		}
-		rows, run, n = rows+len(a.Charges), aw, i+1
+		rows += len(a.Charges)
 	}
-	return n, rows, windowOf(rows, start, policy)
+	return len(as), rows, windowOf(rows, start, policy)
+}
+
+// windowKey tells apart the windows a bulk statement counts in, as
+// bulkWindow's strings would, without formatting them: the start's and
+// (for a sliding window, previousStart's) previous start's seconds, which
+// is what FormatWindow keeps of them, and the length in seconds.
+type windowKey struct {
+	start, prev, seconds int64
+	sliding              bool
+}
+
+func windowKeyOf(start time.Time, p limiter.Policy) windowKey {
+	k := windowKey{start: start.Unix(), seconds: decide.WindowSeconds(p), sliding: p.Algorithm == limiter.Sliding}
+	if k.sliding {
+		k.prev = start.Add(-p.Window).Unix()
+	}
+	return k
 }
 
 // windowOf is the bulkWindow of a run of rows charges whose first charge,
